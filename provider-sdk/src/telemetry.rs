@@ -1,0 +1,82 @@
+//! Logging and tracing set-up shared by every binary: `tracing` with JSON or text output, filtered by
+//! `RUST_LOG`, and OpenTelemetry spans exported over OTLP when an endpoint is configured. Trace context
+//! propagates across gRPC whether or not spans are exported.
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
+use tracing_subscriber::{EnvFilter, layer::SubscriberExt, util::SubscriberInitExt};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line, for log collectors.
+    #[default]
+    Json,
+    /// Human-readable lines, for a terminal.
+    Text,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("--otlp-endpoint {endpoint:?}: {source}")]
+    Exporter {
+        endpoint: String,
+        #[source]
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+    #[error("installing the tracing subscriber: {0}")]
+    Subscriber(#[from] tracing_subscriber::util::TryInitError),
+}
+
+/// Flushes and stops span export when dropped; keep it alive for the life of the process.
+#[derive(Debug)]
+pub struct TelemetryGuard {
+    tracer_provider: SdkTracerProvider,
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Err(error) = self.tracer_provider.shutdown() {
+            eprintln!("flushing spans at exit failed: {error}");
+        }
+    }
+}
+
+/// Installs the global subscriber. `otlp_endpoint` (for example `http://collector:4317`) enables export.
+pub fn init(
+    service_name: &'static str,
+    format: LogFormat,
+    otlp_endpoint: Option<&str>,
+) -> Result<TelemetryGuard, TelemetryError> {
+    let mut builder = SdkTracerProvider::builder()
+        .with_resource(Resource::builder().with_service_name(service_name).build());
+    if let Some(endpoint) = otlp_endpoint {
+        use opentelemetry_otlp::WithExportConfig;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint)
+            .build()
+            .map_err(|source| TelemetryError::Exporter {
+                endpoint: endpoint.to_owned(),
+                source,
+            })?;
+        builder = builder.with_batch_exporter(exporter);
+    }
+    let tracer_provider = builder.build();
+    let otel = tracing_opentelemetry::layer().with_tracer(tracer_provider.tracer(service_name));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let registry = tracing_subscriber::registry().with(filter).with(otel);
+    match format {
+        LogFormat::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(false),
+            )
+            .try_init()?,
+        LogFormat::Text => registry
+            .with(tracing_subscriber::fmt::layer().with_target(false))
+            .try_init()?,
+    }
+    Ok(TelemetryGuard { tracer_provider })
+}
