@@ -79,7 +79,11 @@ impl Call {
                 self.span.record("otel.status_code", "ERROR");
                 let reason = error.reason();
                 let message = error.message_with_causes();
-                tracing::warn!(provider, rpc, instance, class, reason, duration_ms = elapsed_ms, error = %message, "call failed");
+                if error.class() == crate::ErrorClass::NotFound {
+                    tracing::info!(provider, rpc, instance, class, reason, duration_ms = elapsed_ms, error = %message, "call failed");
+                } else {
+                    tracing::warn!(provider, rpc, instance, class, reason, duration_ms = elapsed_ms, error = %message, "call failed");
+                }
                 Err(error.to_status(provider))
             }
             Err(panic) => {
