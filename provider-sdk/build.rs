@@ -18,10 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     compiler.include_imports(true).open_file(PROTO_FILE)?;
     // The pool keeps custom options, which the prost_types descriptor set drops.
     let pool = compiler.descriptor_pool();
-    fs::write(
-        out_dir.join("sensitive_fields.rs"),
-        sensitive_fields_source(&pool)?,
-    )?;
+    fs::write(out_dir.join("sensitive_fields.rs"), sensitive_fields_source(&pool)?)?;
 
     let fds = compiler.file_descriptor_set();
     fs::write(
@@ -45,14 +42,12 @@ fn sensitive_fields_source(pool: &DescriptorPool) -> Result<String, Box<dyn std:
         .flat_map(|message| message.fields().collect::<Vec<_>>())
         .filter(|field| {
             let options = field.options();
-            options.has_extension(&option)
-                && matches!(*options.get_extension(&option), Value::Bool(true))
+            options.has_extension(&option) && matches!(*options.get_extension(&option), Value::Bool(true))
         })
         .map(|field| field.full_name().to_owned())
         .collect();
     fields.sort();
-    let mut source =
-        String::from("/// Every contract field marked `(sensitive) = true`, by full name.\n");
+    let mut source = String::from("/// Every contract field marked `(sensitive) = true`, by full name.\n");
     source.push_str("pub const SENSITIVE_FIELDS: &[&str] = &[\n");
     for field in fields {
         source.push_str(&format!("    {field:?},\n"));

@@ -42,11 +42,7 @@ impl FromStr for ProviderEndpoint {
     type Err = String;
 
     fn from_str(value: &str) -> Result<Self, String> {
-        let bad = || {
-            format!(
-                "must be unix:///absolute/path, https://host:port or http://host:port, got {value:?}"
-            )
-        };
+        let bad = || format!("must be unix:///absolute/path, https://host:port or http://host:port, got {value:?}");
         if let Some(path) = value.strip_prefix("unix://") {
             return if path.starts_with('/') {
                 Ok(Self::Unix(path.into()))
@@ -141,9 +137,7 @@ impl Redial {
     fn delay(&self) -> Duration {
         match self.failures {
             0 => Duration::ZERO,
-            n => Self::FIRST
-                .saturating_mul(1 << (n - 1).min(10))
-                .min(Self::MAX),
+            n => Self::FIRST.saturating_mul(1 << (n - 1).min(10)).min(Self::MAX),
         }
     }
 }
@@ -208,13 +202,9 @@ impl ProviderClient {
         let wire = proto::GetRequest {
             provider_id: id.as_str().to_owned(),
         };
-        let response = call(
-            "Get",
-            id.as_str(),
-            self.timeouts.get,
-            wire,
-            |r| async move { client.get(r).await },
-        )
+        let response = call("Get", id.as_str(), self.timeouts.get, wire, |r| async move {
+            client.get(r).await
+        })
         .await?;
         instance_from(response.instance)
     }
@@ -224,13 +214,9 @@ impl ProviderClient {
         let wire = proto::DeleteRequest {
             provider_id: id.as_str().to_owned(),
         };
-        call(
-            "Delete",
-            id.as_str(),
-            self.timeouts.delete,
-            wire,
-            |r| async move { client.delete(r).await },
-        )
+        call("Delete", id.as_str(), self.timeouts.delete, wire, |r| async move {
+            client.delete(r).await
+        })
         .await
         .map(drop)
     }
@@ -264,11 +250,7 @@ impl ProviderClient {
             |r| async move { client.check(r).await },
         )
         .await?;
-        Ok(response
-            .results
-            .into_iter()
-            .map(CheckResult::from)
-            .collect())
+        Ok(response.results.into_iter().map(CheckResult::from).collect())
     }
 
     /// The listing as a stream, for callers that process a large fleet without holding it.
@@ -283,14 +265,9 @@ impl ProviderClient {
         futures::stream::once(async move { client.list_by_tag(request).await })
             .map_ok(|response| response.into_inner())
             .try_flatten()
-            .map_ok(|page| {
-                futures::stream::iter(page.instances.into_iter().map(Ok::<_, tonic::Status>))
-            })
+            .map_ok(|page| futures::stream::iter(page.instances.into_iter().map(Ok::<_, tonic::Status>)))
             .try_flatten()
-            .map(|item| {
-                item.map_err(ProviderError::from)
-                    .and_then(Instance::try_from)
-            })
+            .map(|item| item.map_err(ProviderError::from).and_then(Instance::try_from))
     }
 }
 
@@ -329,15 +306,29 @@ where
         let mut request = Request::new(message);
         request.set_timeout(timeout);
         propagation::inject_current(request.metadata_mut());
-        // A little slack so that the server's own DEADLINE_EXCEEDED normally arrives first.
-        match tokio::time::timeout(timeout + Duration::from_millis(250), send(request)).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
-            Ok(Err(status)) => Err(ProviderError::from_status(&status)),
-            Err(_) => Err(ProviderError::transient_kind(
+        let started = std::time::Instant::now();
+        let deadline_passed = || {
+            ProviderError::transient_kind(
                 TransientKind::DeadlineExceeded,
                 reason::DEADLINE_EXCEEDED,
                 format!("{rpc} did not answer within {timeout:?}"),
-            )),
+            )
+        };
+        // tonic's channel enforces the grpc-timeout it sends; the local timer, with a little slack, is only
+        // a backstop should that ever not fire.
+        match tokio::time::timeout(timeout + Duration::from_millis(250), send(request)).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            Ok(Err(status)) => match ProviderError::from_status(&status) {
+                // When the deadline passes, tonic ends the call with a bare CANCELLED ("Timeout expired"):
+                // that is our deadline (contract §1.5), not a cancellation or a provider's own error.
+                ProviderError::Transient {
+                    kind: TransientKind::Cancelled,
+                    reason: ref why,
+                    ..
+                } if why == reason::UNCLASSIFIED && started.elapsed() >= timeout => Err(deadline_passed()),
+                error => Err(error),
+            },
+            Err(_) => Err(deadline_passed()),
         }
     }
     .instrument(span)
@@ -353,15 +344,12 @@ fn channel(endpoint: &ProviderEndpoint, tls: Option<ClientTls>) -> Result<Channe
     match endpoint {
         ProviderEndpoint::Unix(path) => {
             // The URI is required by tonic but unused: the connector below always dials the socket.
-            let builder = Endpoint::from_static("http://provider.invalid")
-                .connect_timeout(Duration::from_secs(5));
+            let builder = Endpoint::from_static("http://provider.invalid").connect_timeout(Duration::from_secs(5));
             let path = path.clone();
-            Ok(
-                builder.connect_with_connector_lazy(service_fn(move |_: Uri| {
-                    let (path, redial) = (path.clone(), redial.clone());
-                    dial_with_backoff(redial, async move { UnixStream::connect(path).await })
-                })),
-            )
+            Ok(builder.connect_with_connector_lazy(service_fn(move |_: Uri| {
+                let (path, redial) = (path.clone(), redial.clone());
+                dial_with_backoff(redial, async move { UnixStream::connect(path).await })
+            })))
         }
         ProviderEndpoint::Https { authority } | ProviderEndpoint::Http { authority } => {
             let secure = matches!(endpoint, ProviderEndpoint::Https { .. });
@@ -371,12 +359,8 @@ fn channel(endpoint: &ProviderEndpoint, tls: Option<ClientTls>) -> Result<Channe
                 .connect_timeout(Duration::from_secs(5))
                 .tcp_nodelay(true);
             if secure {
-                let tls = tls.ok_or_else(|| {
-                    invalid("https needs a client certificate, key and CA".into())
-                })?;
-                let host = authority
-                    .rsplit_once(':')
-                    .map_or(authority.as_str(), |(host, _)| host);
+                let tls = tls.ok_or_else(|| invalid("https needs a client certificate, key and CA".into()))?;
+                let host = authority.rsplit_once(':').map_or(authority.as_str(), |(host, _)| host);
                 let config = ClientTlsConfig::new()
                     .ca_certificate(Certificate::from_pem(tls.ca_pem))
                     .identity(Identity::from_pem(tls.cert_pem, tls.key_pem))
@@ -384,24 +368,20 @@ fn channel(endpoint: &ProviderEndpoint, tls: Option<ClientTls>) -> Result<Channe
                         tls.server_name
                             .unwrap_or_else(|| host.trim_matches(['[', ']']).to_owned()),
                     );
-                builder = builder
-                    .tls_config(config)
-                    .map_err(|source| ClientError::Tls {
-                        endpoint: endpoint.to_string(),
-                        source,
-                    })?;
+                builder = builder.tls_config(config).map_err(|source| ClientError::Tls {
+                    endpoint: endpoint.to_string(),
+                    source,
+                })?;
             }
             let authority = authority.clone();
-            Ok(
-                builder.connect_with_connector_lazy(service_fn(move |_: Uri| {
-                    let (authority, redial) = (authority.clone(), redial.clone());
-                    dial_with_backoff(redial, async move {
-                        let stream = TcpStream::connect(authority.as_str()).await?;
-                        stream.set_nodelay(true)?;
-                        Ok(stream)
-                    })
-                })),
-            )
+            Ok(builder.connect_with_connector_lazy(service_fn(move |_: Uri| {
+                let (authority, redial) = (authority.clone(), redial.clone());
+                dial_with_backoff(redial, async move {
+                    let stream = TcpStream::connect(authority.as_str()).await?;
+                    stream.set_nodelay(true)?;
+                    Ok(stream)
+                })
+            })))
         }
     }
 }
@@ -442,13 +422,7 @@ mod tests {
                 authority: "aws:8443".into()
             })
         );
-        for bad in [
-            "unix://rel",
-            "ftp://x:1",
-            "https://nohostport",
-            "https://h:1/path",
-            "",
-        ] {
+        for bad in ["unix://rel", "ftp://x:1", "https://nohostport", "https://h:1/path", ""] {
             let error = bad.parse::<ProviderEndpoint>().unwrap_err();
             assert!(error.contains(&format!("{bad:?}")), "{error}");
         }
@@ -456,9 +430,7 @@ mod tests {
 
     #[test]
     fn redial_delay_grows_and_is_capped() {
-        let delays: Vec<_> = (0..12)
-            .map(|failures| Redial { failures }.delay())
-            .collect();
+        let delays: Vec<_> = (0..12).map(|failures| Redial { failures }.delay()).collect();
         assert_eq!(delays[0], Duration::ZERO);
         assert_eq!(delays[1], Duration::from_millis(50));
         assert_eq!(delays[2], Duration::from_millis(100));

@@ -14,11 +14,7 @@ pub struct ConfigViolation {
 }
 
 impl ConfigViolation {
-    pub fn new(
-        field: impl Into<String>,
-        value: impl fmt::Debug,
-        problem: impl Into<String>,
-    ) -> Self {
+    pub fn new(field: impl Into<String>, value: impl fmt::Debug, problem: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             value: format!("{value:?}"),
@@ -120,10 +116,7 @@ mod tests {
         let error = parse::<Sample>("p.yaml", "pool: []\nmaxInstance: 3\n")
             .unwrap_err()
             .to_string();
-        assert!(
-            error.contains("p.yaml") && error.contains("maxInstance"),
-            "{error}"
-        );
+        assert!(error.contains("p.yaml") && error.contains("maxInstance"), "{error}");
     }
 
     #[test]
@@ -131,10 +124,7 @@ mod tests {
         let error = parse::<Sample>("p.yaml", "pool: [10.0.0.0/8, 10.0.0.0/33]\n")
             .unwrap_err()
             .to_string();
-        assert!(
-            error.contains("pool[1]: \"10.0.0.0/33\" is not a CIDR"),
-            "{error}"
-        );
+        assert!(error.contains("pool[1]: \"10.0.0.0/33\" is not a CIDR"), "{error}");
     }
 
     #[test]
@@ -148,9 +138,6 @@ mod tests {
         let error = parse::<Sample>("p.yaml", "pool: []\nmaxInstances: lots\n")
             .unwrap_err()
             .to_string();
-        assert!(
-            error.contains("maxInstances") || error.contains("lots"),
-            "{error}"
-        );
+        assert!(error.contains("maxInstances") || error.contains("lots"), "{error}");
     }
 }

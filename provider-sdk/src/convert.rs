@@ -9,8 +9,8 @@ use secrecy::{ExposeSecret, SecretBox, SecretString};
 use crate::{
     error::{FieldViolation, PermanentKind, ProviderError},
     model::{
-        CheckResult, CreateRequest, Instance, InstanceName, InstanceState, Limits, ListFilter,
-        Marks, Placement, Protocol, ProviderId, ProviderInfo, ProxyAuth, ProxySettings,
+        CheckResult, CreateRequest, Instance, InstanceName, InstanceState, Limits, ListFilter, Marks, Placement,
+        Protocol, ProviderId, ProviderInfo, ProxyAuth, ProxySettings,
     },
     proto, validate,
 };
@@ -44,27 +44,18 @@ impl CreateRequest {
     /// Validates a wire request against the contract and this provider's limits.
     pub fn from_wire(wire: proto::CreateRequest, limits: &Limits) -> Result<Self, ProviderError> {
         let mut v = Violations::default();
-        let name = v.check(
-            "name",
-            InstanceName::parse(&wire.name, limits.max_name_length),
-        );
+        let name = v.check("name", InstanceName::parse(&wire.name, limits.max_name_length));
         v.check("proxy_uid", validate::proxy_uid(&wire.proxy_uid));
         v.check("cluster_id", validate::cluster_id(&wire.cluster_id));
 
         let placement = wire.placement.unwrap_or_default();
-        v.check(
-            "placement.region",
-            validate::placement_field(&placement.region),
-        );
+        v.check("placement.region", validate::placement_field(&placement.region));
         v.check("placement.zone", validate::placement_field(&placement.zone));
         v.check(
             "placement.machine_type",
             validate::placement_field(&placement.machine_type),
         );
-        v.check(
-            "placement.image",
-            validate::placement_field(&placement.image),
-        );
+        v.check("placement.image", validate::placement_field(&placement.image));
 
         let proxy = v.check("proxy", wire.proxy.ok_or_else(|| "is required".to_owned()));
         let proxy = proxy.and_then(|proxy| proxy_settings(proxy, &mut v));
@@ -109,13 +100,8 @@ fn proxy_settings(wire: proto::ProxySettings, v: &mut Violations) -> Option<Prox
         match proto::Protocol::try_from(wire.protocol) {
             Ok(proto::Protocol::Http) => Ok(Protocol::Http),
             Ok(proto::Protocol::Socks5) => Ok(Protocol::Socks5),
-            Ok(proto::Protocol::Unspecified) => {
-                Err("must be HTTP or SOCKS5, got PROTOCOL_UNSPECIFIED".into())
-            }
-            Err(_) => Err(format!(
-                "must be HTTP or SOCKS5, got unknown value {}",
-                wire.protocol
-            )),
+            Ok(proto::Protocol::Unspecified) => Err("must be HTTP or SOCKS5, got PROTOCOL_UNSPECIFIED".into()),
+            Err(_) => Err(format!("must be HTTP or SOCKS5, got unknown value {}", wire.protocol)),
         },
     );
     let auth = v.check(
@@ -135,12 +121,7 @@ fn proxy_settings(wire: proto::ProxySettings, v: &mut Violations) -> Option<Prox
         .allowed_source_ranges
         .iter()
         .enumerate()
-        .filter_map(|(i, range)| {
-            v.check(
-                &format!("proxy.allowed_source_ranges[{i}]"),
-                validate::cidr(range),
-            )
-        })
+        .filter_map(|(i, range)| v.check(&format!("proxy.allowed_source_ranges[{i}]"), validate::cidr(range)))
         .collect();
     Some(ProxySettings {
         port: port?,
@@ -190,10 +171,7 @@ impl From<&CreateRequest> for proto::CreateRequest {
 
 /// Parses the provider ID of a Get or Delete on the server: the SDK checks the type prefix, the provider
 /// the rest.
-pub fn provider_id_from_wire(
-    value: &str,
-    provider_type: &str,
-) -> Result<ProviderId, ProviderError> {
+pub fn provider_id_from_wire(value: &str, provider_type: &str) -> Result<ProviderId, ProviderError> {
     ProviderId::parse_for(value, provider_type).map_err(ProviderError::malformed_provider_id)
 }
 
@@ -259,8 +237,7 @@ impl TryFrom<proto::Instance> for Instance {
                 format!("the provider answered an invalid instance: {field}: {description}"),
             )
         };
-        let provider_id =
-            ProviderId::parse_any(&wire.provider_id).map_err(|e| invalid("provider_id", e))?;
+        let provider_id = ProviderId::parse_any(&wire.provider_id).map_err(|e| invalid("provider_id", e))?;
         let state = match proto::InstanceState::try_from(wire.state) {
             Ok(proto::InstanceState::Provisioning) => InstanceState::Provisioning,
             Ok(proto::InstanceState::Running) => InstanceState::Running,

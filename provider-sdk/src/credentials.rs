@@ -73,15 +73,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         std::fs::write(&path, "\n").unwrap();
-        let error = CredentialFile::new(&path)
-            .read()
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("token") && error.contains("empty"),
-            "{error}"
-        );
+        let error = CredentialFile::new(&path).read().await.unwrap_err().to_string();
+        assert!(error.contains("token") && error.contains("empty"), "{error}");
         let missing = CredentialFile::new(dir.path().join("absent"))
             .read()
             .await

@@ -69,10 +69,7 @@ struct Cli {
 
 /// Parses the flags, loads the config as `C`, builds the provider with `build`, and serves it until SIGTERM
 /// or SIGINT. Usage and config errors exit with 64 and one line naming the field and value.
-pub fn main<C, P>(
-    service_name: &'static str,
-    build: impl FnOnce(C) -> Result<P, BoxError>,
-) -> ExitCode
+pub fn main<C, P>(service_name: &'static str, build: impl FnOnce(C) -> Result<P, BoxError>) -> ExitCode
 where
     C: DeserializeOwned + Validate,
     P: Provider,
@@ -99,11 +96,10 @@ where
         Err(error) => return fail("starting the async runtime", error),
     };
     runtime.block_on(async move {
-        let _telemetry =
-            match telemetry::init(service_name, args.log_format, args.otlp_endpoint.as_deref()) {
-                Ok(guard) => guard,
-                Err(error) => return usage(error),
-            };
+        let _telemetry = match telemetry::init(service_name, args.log_format, args.otlp_endpoint.as_deref()) {
+            Ok(guard) => guard,
+            Err(error) => return usage(error),
+        };
         let provider = match build(config) {
             Ok(provider) => provider,
             Err(error) => return fail("building the provider", error),

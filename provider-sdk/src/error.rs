@@ -106,6 +106,8 @@ pub mod reason {
     pub const INVALID_ARGUMENT: &str = "INVALID_ARGUMENT";
     pub const MALFORMED_PROVIDER_ID: &str = "MALFORMED_PROVIDER_ID";
     pub const NAME_IN_USE: &str = "NAME_IN_USE";
+    /// Create found the named instance being deleted: retry once it is gone (ABORTED).
+    pub const INSTANCE_DELETING: &str = "INSTANCE_DELETING";
     pub const BACKEND_UNAVAILABLE: &str = "BACKEND_UNAVAILABLE";
     pub const DEADLINE_EXCEEDED: &str = "DEADLINE_EXCEEDED";
     pub const CANCELLED: &str = "CANCELLED";
@@ -211,8 +213,9 @@ impl ProviderError {
     pub fn with_retry_after(mut self, delay: Duration) -> Self {
         match &mut self {
             ProviderError::NotFound { .. } | ProviderError::Permanent { .. } => {}
-            ProviderError::Transient { retry_after, .. }
-            | ProviderError::Quota { retry_after, .. } => *retry_after = Some(delay),
+            ProviderError::Transient { retry_after, .. } | ProviderError::Quota { retry_after, .. } => {
+                *retry_after = Some(delay)
+            }
         }
         self
     }
@@ -238,17 +241,14 @@ impl ProviderError {
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ProviderError::NotFound { .. } | ProviderError::Permanent { .. } => None,
-            ProviderError::Transient { retry_after, .. }
-            | ProviderError::Quota { retry_after, .. } => *retry_after,
+            ProviderError::Transient { retry_after, .. } | ProviderError::Quota { retry_after, .. } => *retry_after,
         }
     }
 
     pub fn field_violations(&self) -> &[FieldViolation] {
         match self {
             ProviderError::Permanent { violations, .. } => violations,
-            ProviderError::NotFound { .. }
-            | ProviderError::Transient { .. }
-            | ProviderError::Quota { .. } => &[],
+            ProviderError::NotFound { .. } | ProviderError::Transient { .. } | ProviderError::Quota { .. } => &[],
         }
     }
 

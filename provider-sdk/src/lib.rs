@@ -37,8 +37,7 @@ pub mod proto {
     tonic::include_proto!("egressproxies.provider.v1");
 
     /// The encoded descriptor set of the contract, served by gRPC reflection.
-    pub const FILE_DESCRIPTOR_SET: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/provider_descriptor.bin"));
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/provider_descriptor.bin"));
 
     /// The health-check service name of `ProviderService`.
     pub const SERVICE_NAME: &str = "egressproxies.provider.v1.ProviderService";

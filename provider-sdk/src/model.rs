@@ -170,10 +170,7 @@ impl CreateRequest {
             field(&range.to_string());
         }
         let digest = hash.finalize();
-        digest[..12]
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect()
+        digest[..12].iter().map(|byte| format!("{byte:02x}")).collect()
     }
 }
 
@@ -216,10 +213,7 @@ impl ListFilter {
     pub fn matches(&self, marks: &Marks) -> bool {
         marks.managed
             && marks.cluster_id == self.cluster_id
-            && self
-                .proxy_uid
-                .as_ref()
-                .is_none_or(|uid| *uid == marks.proxy_uid)
+            && self.proxy_uid.as_ref().is_none_or(|uid| *uid == marks.proxy_uid)
     }
 }
 

@@ -22,10 +22,7 @@ pub trait Provider: Send + Sync + 'static {
 
     /// Idempotent by `request.name` (contract §2.3): the same name and spec returns the existing instance;
     /// the same name with another `spec_fingerprint()` is a permanent ALREADY_EXISTS error.
-    fn create(
-        &self,
-        request: CreateRequest,
-    ) -> impl Future<Output = Result<Instance, ProviderError>> + Send;
+    fn create(&self, request: CreateRequest) -> impl Future<Output = Result<Instance, ProviderError>> + Send;
 
     /// `ProviderError::NotFound` when the instance does not exist; a malformed ID is a permanent error.
     fn get(&self, id: &ProviderId) -> impl Future<Output = Result<Instance, ProviderError>> + Send;
@@ -34,10 +31,7 @@ pub trait Provider: Send + Sync + 'static {
     fn delete(&self, id: &ProviderId) -> impl Future<Output = Result<(), ProviderError>> + Send;
 
     /// Every instance matching `filter` across the provider's whole scope (contract §2.6).
-    fn list_by_tag(
-        &self,
-        filter: ListFilter,
-    ) -> impl Future<Output = Result<InstanceStream, ProviderError>> + Send;
+    fn list_by_tag(&self, filter: ListFilter) -> impl Future<Output = Result<InstanceStream, ProviderError>> + Send;
 
     /// One result per independently failing target; the server sorts them by target.
     fn check(&self) -> impl Future<Output = Vec<CheckResult>> + Send;

@@ -7,9 +7,7 @@ use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
-use crate::error::{
-    ErrorClass, FieldViolation, PermanentKind, ProviderError, QuotaViolation, TransientKind, reason,
-};
+use crate::error::{ErrorClass, FieldViolation, PermanentKind, ProviderError, QuotaViolation, TransientKind, reason};
 
 /// The ErrorInfo domain of every error the contract defines.
 pub const ERROR_DOMAIN: &str = "egressproxies.dev";
@@ -35,9 +33,7 @@ impl ProviderError {
                 TransientKind::Aborted => Code::Aborted,
                 TransientKind::Cancelled => Code::Cancelled,
             },
-            ProviderError::Permanent {
-                kind, violations, ..
-            } => {
+            ProviderError::Permanent { kind, violations, .. } => {
                 if !violations.is_empty() {
                     details.set_bad_request(
                         violations
@@ -71,15 +67,10 @@ impl ProviderError {
     /// without it the transport ran out of something, which is transient.
     pub fn from_status(status: &Status) -> Self {
         let details = status.get_error_details();
-        let info = details
-            .error_info()
-            .filter(|info| info.domain == ERROR_DOMAIN);
+        let info = details.error_info().filter(|info| info.domain == ERROR_DOMAIN);
         let retry_after = details.retry_info().and_then(|retry| retry.retry_delay);
         let message = status.message().to_owned();
-        let reason_or = |fallback: &str| {
-            info.map_or(fallback, |info| info.reason.as_str())
-                .to_owned()
-        };
+        let reason_or = |fallback: &str| info.map_or(fallback, |info| info.reason.as_str()).to_owned();
         let transient = |kind| ProviderError::Transient {
             kind,
             reason: reason_or(reason::UNCLASSIFIED),
@@ -175,8 +166,7 @@ mod tests {
     fn every_class_survives_the_wire_with_its_reason() {
         let cases = [
             ProviderError::not_found("gone"),
-            ProviderError::transient("BACKEND_UNAVAILABLE", "down")
-                .with_retry_after(Duration::from_secs(3)),
+            ProviderError::transient("BACKEND_UNAVAILABLE", "down").with_retry_after(Duration::from_secs(3)),
             ProviderError::permanent(PermanentKind::PermissionDenied, "DENIED", "no"),
             ProviderError::quota("POOL_EXHAUSTED", "pool", "no free address"),
             ProviderError::invalid_field("proxy.port", "must be 1 to 65535, got 0"),
@@ -190,10 +180,7 @@ mod tests {
                 .cloned()
                 .expect("ErrorInfo present");
             assert_eq!(info.domain, ERROR_DOMAIN);
-            assert_eq!(
-                info.metadata.get(METADATA_PROVIDER).map(String::as_str),
-                Some("fake")
-            );
+            assert_eq!(info.metadata.get(METADATA_PROVIDER).map(String::as_str), Some("fake"));
             assert_eq!(back.class(), error.class(), "{error:?}");
             assert_eq!(back.reason(), error.reason());
             assert_eq!(back.retry_after(), error.retry_after());
@@ -255,10 +242,6 @@ mod tests {
             .map(|v| v.field.clone())
             .collect();
         assert_eq!(fields, ["proxy.port", "name"]);
-        assert!(
-            status
-                .message()
-                .contains("proxy.port: must be 1 to 65535, got 0")
-        );
+        assert!(status.message().contains("proxy.port: must be 1 to 65535, got 0"));
     }
 }

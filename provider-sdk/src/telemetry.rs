@@ -47,8 +47,8 @@ pub fn init(
     format: LogFormat,
     otlp_endpoint: Option<&str>,
 ) -> Result<TelemetryGuard, TelemetryError> {
-    let mut builder = SdkTracerProvider::builder()
-        .with_resource(Resource::builder().with_service_name(service_name).build());
+    let mut builder =
+        SdkTracerProvider::builder().with_resource(Resource::builder().with_service_name(service_name).build());
     if let Some(endpoint) = otlp_endpoint {
         use opentelemetry_otlp::WithExportConfig;
         let exporter = opentelemetry_otlp::SpanExporter::builder()

@@ -36,9 +36,7 @@ pub fn proxy_uid(value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Err("must not be empty".into());
     }
-    if value.len() > MAX_PROXY_UID_LENGTH
-        || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    {
+    if value.len() > MAX_PROXY_UID_LENGTH || !value.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
         return Err(format!(
             "must be 1 to {MAX_PROXY_UID_LENGTH} letters, digits or '-', got {value:?}"
         ));
@@ -50,8 +48,7 @@ pub fn cluster_id(value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Err("must not be empty".into());
     }
-    let shape_ok =
-        value.chars().all(is_label_char) && !value.starts_with('-') && !value.ends_with('-');
+    let shape_ok = value.chars().all(is_label_char) && !value.starts_with('-') && !value.ends_with('-');
     if value.len() > MAX_CLUSTER_ID_LENGTH || !shape_ok {
         return Err(format!(
             "must be 1 to {MAX_CLUSTER_ID_LENGTH} lowercase letters, digits or '-', not starting or ending with '-', got {value:?}"
@@ -75,9 +72,7 @@ pub fn placement_field(value: &str) -> Result<(), String> {
         ));
     }
     if !value.chars().all(|c| c.is_ascii_graphic()) {
-        return Err(format!(
-            "must be printable ASCII without spaces, got {value:?}"
-        ));
+        return Err(format!("must be printable ASCII without spaces, got {value:?}"));
     }
     Ok(())
 }
@@ -110,9 +105,9 @@ pub fn password(value: &str) -> Result<(), String> {
 
 /// A CIDR with its host bits zero, IPv4 or IPv6.
 pub fn cidr(value: &str) -> Result<ipnet::IpNet, String> {
-    let net: ipnet::IpNet = value.parse().map_err(|_| {
-        format!("must be a CIDR such as 10.0.0.0/8 or 2001:db8::/32, got {value:?}")
-    })?;
+    let net: ipnet::IpNet = value
+        .parse()
+        .map_err(|_| format!("must be a CIDR such as 10.0.0.0/8 or 2001:db8::/32, got {value:?}"))?;
     if net.trunc() != net {
         return Err(format!(
             "has host bits set; did you mean {}? got {value:?}",
@@ -124,14 +119,10 @@ pub fn cidr(value: &str) -> Result<ipnet::IpNet, String> {
 
 pub fn provider_id(value: &str, provider_type: Option<&str>) -> Result<(), String> {
     let Some((kind, rest)) = value.split_once("://") else {
-        return Err(format!(
-            "must look like <provider-type>://<id>, got {value:?}"
-        ));
+        return Err(format!("must look like <provider-type>://<id>, got {value:?}"));
     };
     if kind.is_empty() || !kind.chars().all(is_label_char) {
-        return Err(format!(
-            "has an invalid provider type {kind:?} in {value:?}"
-        ));
+        return Err(format!("has an invalid provider type {kind:?} in {value:?}"));
     }
     if let Some(expected) = provider_type
         && kind != expected
@@ -166,11 +157,7 @@ mod tests {
         for bad in ["", "1abc", "Abc", "abc-", "a_b", "a.b"] {
             assert!(instance_name(bad, 63).is_err(), "{bad:?} accepted");
         }
-        assert!(
-            instance_name(&"a".repeat(64), 63)
-                .unwrap_err()
-                .contains("at most 63")
-        );
+        assert!(instance_name(&"a".repeat(64), 63).unwrap_err().contains("at most 63"));
     }
 
     #[test]
@@ -193,11 +180,7 @@ mod tests {
         assert!(provider_id("fake://abc", Some("fake")).is_ok());
         assert!(provider_id("fake://", None).is_err());
         assert!(provider_id("abc", None).is_err());
-        assert!(
-            provider_id("aws://i-1", Some("fake"))
-                .unwrap_err()
-                .contains("aws")
-        );
+        assert!(provider_id("aws://i-1", Some("fake")).unwrap_err().contains("aws"));
     }
 
     #[test]

@@ -50,16 +50,11 @@ pub async fn run(args: Args, out: &mut impl Write) -> ExitCode {
 }
 
 async fn run_inner(args: Args, out: &mut impl Write) -> Result<bool, String> {
-    let endpoint: ProviderEndpoint = args
-        .endpoint
-        .parse()
-        .map_err(|e| format!("--endpoint: {e}"))?;
+    let endpoint: ProviderEndpoint = args.endpoint.parse().map_err(|e| format!("--endpoint: {e}"))?;
     if matches!(endpoint, ProviderEndpoint::Http { .. }) && !args.insecure {
         return Err("--endpoint http:// needs --insecure".into());
     }
-    let read = |flag: &str, path: &PathBuf| {
-        std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
-    };
+    let read = |flag: &str, path: &PathBuf| std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()));
     let tls = match (&args.ca, &args.tls_cert, &args.tls_key) {
         (Some(ca), Some(cert), Some(key)) => Some(ClientTls {
             ca_pem: read("--ca", ca)?,
@@ -69,13 +64,9 @@ async fn run_inner(args: Args, out: &mut impl Write) -> Result<bool, String> {
         }),
         _ => None,
     };
-    let params: Params =
-        provider_sdk::config::load(args.params.as_deref()).map_err(|e| e.to_string())?;
-    let client = ProviderClient::connect_lazy(&endpoint, tls, CallTimeouts::default())
-        .map_err(|e| e.to_string())?;
+    let params: Params = provider_sdk::config::load(args.params.as_deref()).map_err(|e| e.to_string())?;
+    let client = ProviderClient::connect_lazy(&endpoint, tls, CallTimeouts::default()).map_err(|e| e.to_string())?;
     let report = crate::run(client.channel(), params).await?;
-    report
-        .write(out)
-        .map_err(|e| format!("writing the report: {e}"))?;
+    report.write(out).map_err(|e| format!("writing the report: {e}"))?;
     Ok(report.failed() == 0)
 }

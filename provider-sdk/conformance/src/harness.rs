@@ -100,10 +100,7 @@ impl Harness {
         let mut client = self.client.clone();
         let result = client.create(with_deadline(request, CALL_TIMEOUT)).await;
         let instance = self.answer("Create", result.map(|r| r.into_inner().instance))?;
-        self.created
-            .lock()
-            .unwrap()
-            .insert(instance.provider_id.clone());
+        self.created.lock().unwrap().insert(instance.provider_id.clone());
         Ok(instance)
     }
 
@@ -145,9 +142,7 @@ impl Harness {
 
     pub async fn check(&self) -> Result<Vec<proto::CheckResult>, Status> {
         let mut client = self.client.clone();
-        let result = client
-            .check(with_deadline(proto::CheckRequest {}, CALL_TIMEOUT))
-            .await;
+        let result = client.check(with_deadline(proto::CheckRequest {}, CALL_TIMEOUT)).await;
         self.record("Check", result.map(|r| r.into_inner().results))
     }
 
@@ -161,17 +156,12 @@ impl Harness {
         let deadline = Instant::now() + self.params.ready_timeout();
         let mut pause = Duration::from_millis(100);
         loop {
-            let instance = self
-                .get(provider_id)
-                .await
-                .map_err(|s| describe("Get", &s))?;
+            let instance = self.get(provider_id).await.map_err(|s| describe("Get", &s))?;
             match proto::InstanceState::try_from(instance.state) {
                 Ok(proto::InstanceState::Running) => return Ok(instance),
                 Ok(proto::InstanceState::Provisioning) => {}
                 other => {
-                    return Err(format!(
-                        "{provider_id} went to {other:?} instead of Running"
-                    ));
+                    return Err(format!("{provider_id} went to {other:?} instead of Running"));
                 }
             }
             if Instant::now() >= deadline {
@@ -226,20 +216,24 @@ impl Harness {
                 .map_err(|s| describe("ListByTag during cleanup", &s))?;
             ids.extend(listed.into_iter().map(|i| i.provider_id));
         }
-        let mut problems = Vec::new();
-        for id in &ids {
-            if let Err(status) = self.delete(id).await {
-                problems.push(describe(&format!("Delete {id}"), &status));
-            } else if let Err(problem) = self.wait_gone(id).await {
-                problems.push(problem);
+        // Deletes run side by side and share one ready timeout, so a provider that never deletes costs the
+        // run one timeout, not one per instance.
+        let deletes = ids.iter().map(|id| async move {
+            match self.delete(id).await {
+                Err(status) => Err(describe(&format!("Delete {id}"), &status)),
+                Ok(()) => self.wait_gone(id).await,
             }
-        }
+        });
+        let mut problems: Vec<String> = futures::future::join_all(deletes)
+            .await
+            .into_iter()
+            .filter_map(Result::err)
+            .collect();
         for cluster in [&self.cluster, &self.other_cluster] {
             match self.list(cluster, "").await {
-                Ok(left) if !left.is_empty() => problems.push(format!(
-                    "{} instance(s) left in cluster {cluster}",
-                    left.len()
-                )),
+                Ok(left) if !left.is_empty() => {
+                    problems.push(format!("{} instance(s) left in cluster {cluster}", left.len()))
+                }
                 Ok(_) => {}
                 Err(status) => problems.push(describe("ListByTag after cleanup", &status)),
             }
@@ -275,8 +269,7 @@ impl Harness {
     /// Contract rules every answered instance must keep, whichever check received it.
     fn observe(&self, instance: &proto::Instance) {
         let prefix = format!("{}://", self.info.provider_type);
-        if !instance.provider_id.starts_with(&prefix) || instance.provider_id.len() == prefix.len()
-        {
+        if !instance.provider_id.starts_with(&prefix) || instance.provider_id.len() == prefix.len() {
             self.breach(format!(
                 "provider ID {:?} does not start with {prefix:?}",
                 instance.provider_id
@@ -285,10 +278,7 @@ impl Harness {
         let running = instance.state == proto::InstanceState::Running as i32;
         let ip_ok = instance.ipv4.parse().is_ok_and(is_routable);
         if running && !ip_ok {
-            self.breach(format!(
-                "{} is Running with IPv4 {:?}",
-                instance.name, instance.ipv4
-            ));
+            self.breach(format!("{} is Running with IPv4 {:?}", instance.name, instance.ipv4));
         }
         if instance.state == proto::InstanceState::Unspecified as i32 {
             self.breach(format!("{} has state UNSPECIFIED", instance.name));

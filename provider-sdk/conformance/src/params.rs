@@ -85,11 +85,7 @@ impl Validate for Params {
     fn validate(&self) -> Vec<ConfigViolation> {
         let mut violations = Vec::new();
         if self.port == 0 || self.port == u16::MAX {
-            violations.push(ConfigViolation::new(
-                "port",
-                self.port,
-                "must be 1 to 65534",
-            ));
+            violations.push(ConfigViolation::new("port", self.port, "must be 1 to 65534"));
         }
         if self.cluster_id_prefix.is_empty() || self.cluster_id_prefix.len() > 40 {
             violations.push(ConfigViolation::new(
@@ -99,11 +95,7 @@ impl Validate for Params {
             ));
         }
         if self.ready_timeout_seconds == 0 {
-            violations.push(ConfigViolation::new(
-                "readyTimeoutSeconds",
-                0,
-                "must be at least 1",
-            ));
+            violations.push(ConfigViolation::new("readyTimeoutSeconds", 0, "must be at least 1"));
         }
         violations
     }

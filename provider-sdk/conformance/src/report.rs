@@ -1,6 +1,6 @@
 //! The outcome of each check and the report the CLI prints: one line per check, then the totals.
 
-use std::{fmt, io};
+use std::{fmt, io, time::Duration};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -14,6 +14,7 @@ pub enum Outcome {
 pub struct CheckReport {
     pub name: &'static str,
     pub outcome: Outcome,
+    pub took: Duration,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -22,8 +23,8 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn record(&mut self, name: &'static str, outcome: Outcome) {
-        self.checks.push(CheckReport { name, outcome });
+    pub fn record(&mut self, name: &'static str, outcome: Outcome, took: Duration) {
+        self.checks.push(CheckReport { name, outcome, took });
     }
 
     pub fn passed(&self) -> usize {
@@ -44,10 +45,7 @@ impl Report {
 
     /// The outcome of one check by name, for tests of the suite itself.
     pub fn outcome(&self, name: &str) -> Option<&Outcome> {
-        self.checks
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| &c.outcome)
+        self.checks.iter().find(|c| c.name == name).map(|c| &c.outcome)
     }
 
     /// One line per check, then the totals.
@@ -68,8 +66,8 @@ impl Report {
 impl fmt::Display for CheckReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.outcome {
-            Outcome::Passed => write!(f, "PASS {}", self.name),
-            Outcome::Failed(why) => write!(f, "FAIL {}: {why}", self.name),
+            Outcome::Passed => write!(f, "PASS {} ({} ms)", self.name, self.took.as_millis()),
+            Outcome::Failed(why) => write!(f, "FAIL {} ({} ms): {why}", self.name, self.took.as_millis()),
             Outcome::Skipped(why) => write!(f, "SKIP {}: {why}", self.name),
         }
     }

@@ -5,7 +5,7 @@ use std::{
     fs,
     io::ErrorKind,
     net::SocketAddr,
-    os::unix::fs::{FileTypeExt, PermissionsExt},
+    os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt},
     path::{Path, PathBuf},
     str::FromStr,
     sync::Arc,
@@ -28,9 +28,7 @@ const SOCKET_MODE: u32 = 0o660;
 pub enum ListenError {
     #[error("--listen {value:?}: must be unix:///absolute/path or tcp://host:port")]
     BadAddress { value: String },
-    #[error(
-        "--listen tcp://{addr}: TCP requires --tls-cert, --tls-key and --client-ca, or --insecure"
-    )]
+    #[error("--listen tcp://{addr}: TCP requires --tls-cert, --tls-key and --client-ca, or --insecure")]
     TlsRequired { addr: SocketAddr },
     #[error("--listen unix://{path}: another daemon is already serving on this socket", path = path.display())]
     SocketInUse { path: PathBuf },
@@ -104,18 +102,18 @@ impl TlsFiles {
             read("reading --tls-key", &self.key)?,
         );
         let client_ca = Certificate::from_pem(read("reading --client-ca", &self.client_ca)?);
-        Ok(ServerTlsConfig::new()
-            .identity(identity)
-            .client_ca_root(client_ca))
+        Ok(ServerTlsConfig::new().identity(identity).client_ca_root(client_ca))
     }
 }
 
 /// A bound listener, ready to serve. Binding first lets a caller learn the address (port 0) before serving.
 #[derive(Debug)]
 pub enum Bound {
+    /// `inode` identifies our socket file, so shutdown never removes one another daemon bound since.
     Unix {
         listener: UnixListener,
         path: PathBuf,
+        inode: u64,
     },
     Tcp {
         listener: TcpListener,
@@ -124,25 +122,23 @@ pub enum Bound {
 }
 
 /// Binds `listen`. TCP needs `tls` unless `insecure`; the TLS files are read now so a bad path stops start-up.
-pub async fn bind(
-    listen: &Listen,
-    tls: Option<&TlsFiles>,
-    insecure: bool,
-) -> Result<Bound, ListenError> {
+pub async fn bind(listen: &Listen, tls: Option<&TlsFiles>, insecure: bool) -> Result<Bound, ListenError> {
     match listen {
         Listen::Unix(path) => bind_unix(path),
         Listen::Tcp(addr) => {
             let tls = match (tls, insecure) {
-                (Some(files), _) => Some(Box::new(files.server_config()?)),
+                (Some(files), _) => {
+                    let config = files.server_config()?;
+                    // Parse the PEM now, so a bad certificate stops start-up instead of the first serve.
+                    Server::builder().tls_config(config.clone())?;
+                    Some(Box::new(config))
+                }
                 (None, true) => None,
                 (None, false) => return Err(ListenError::TlsRequired { addr: *addr }),
             };
             let listener = TcpListener::bind(addr)
                 .await
-                .map_err(|source| ListenError::Bind {
-                    addr: *addr,
-                    source,
-                })?;
+                .map_err(|source| ListenError::Bind { addr: *addr, source })?;
             Ok(Bound::Tcp { listener, tls })
         }
     }
@@ -157,20 +153,14 @@ fn bind_unix(path: &Path) -> Result<Bound, ListenError> {
         }
     };
     match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_socket() => {
-            match std::os::unix::net::UnixStream::connect(path) {
-                Ok(_) => {
-                    return Err(ListenError::SocketInUse {
-                        path: path.to_owned(),
-                    });
-                }
-                Err(_) => fs::remove_file(path).map_err(io("removing stale socket"))?,
+        Ok(meta) if meta.file_type().is_socket() => match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(ListenError::SocketInUse { path: path.to_owned() });
             }
-        }
+            Err(_) => fs::remove_file(path).map_err(io("removing stale socket"))?,
+        },
         Ok(_) => {
-            return Err(ListenError::NotASocket {
-                path: path.to_owned(),
-            });
+            return Err(ListenError::NotASocket { path: path.to_owned() });
         }
         Err(error) if error.kind() == ErrorKind::NotFound => {}
         Err(error) => return Err(io("inspecting")(error)),
@@ -183,12 +173,13 @@ fn bind_unix(path: &Path) -> Result<Bound, ListenError> {
     let staging = path.with_extension(format!("binding-{}", std::process::id()));
     let _ = fs::remove_file(&staging);
     let listener = UnixListener::bind(&staging).map_err(io("binding"))?;
-    fs::set_permissions(&staging, fs::Permissions::from_mode(SOCKET_MODE))
-        .map_err(io("setting the mode of"))?;
+    fs::set_permissions(&staging, fs::Permissions::from_mode(SOCKET_MODE)).map_err(io("setting the mode of"))?;
     fs::rename(&staging, path).map_err(io("moving the socket into place at"))?;
+    let inode = fs::symlink_metadata(path).map_err(io("inspecting"))?.ino();
     Ok(Bound::Unix {
         listener,
         path: path.to_owned(),
+        inode,
     })
 }
 
@@ -239,16 +230,16 @@ impl Bound {
 
         let service = ProviderGrpc::new(provider).into_service();
         match self {
-            Bound::Unix { listener, path } => {
+            Bound::Unix { listener, path, inode } => {
                 let router = Server::builder()
                     .add_service(health)
                     .add_service(reflection)
                     .add_service(service);
-                let serve =
-                    router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), signal);
-                let result =
-                    tokio::select! { result = serve => result, () = drain_deadline => Ok(()) };
-                let _ = fs::remove_file(&path);
+                let serve = router.serve_with_incoming_shutdown(UnixListenerStream::new(listener), signal);
+                let result = tokio::select! { result = serve => result, () = drain_deadline => Ok(()) };
+                if fs::symlink_metadata(&path).is_ok_and(|meta| meta.ino() == inode) {
+                    let _ = fs::remove_file(&path);
+                }
                 Ok(result?)
             }
             Bound::Tcp { listener, tls } => {
@@ -256,10 +247,7 @@ impl Bound {
                 if let Some(tls) = tls {
                     builder = builder.tls_config(*tls)?;
                 }
-                let router = builder
-                    .add_service(health)
-                    .add_service(reflection)
-                    .add_service(service);
+                let router = builder.add_service(health).add_service(reflection).add_service(service);
                 let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
                 let serve = router.serve_with_incoming_shutdown(incoming, signal);
                 tokio::select! { result = serve => Ok(result?), () = drain_deadline => Ok(()) }
@@ -303,16 +291,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.sock");
         drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
-        let bound = bind(&Listen::Unix(path.clone()), None, false)
-            .await
-            .unwrap();
+        let bound = bind(&Listen::Unix(path.clone()), None, false).await.unwrap();
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, SOCKET_MODE);
         let again = bind(&Listen::Unix(path.clone()), None, false).await;
-        assert!(
-            matches!(again, Err(ListenError::SocketInUse { .. })),
-            "{again:?}"
-        );
+        assert!(matches!(again, Err(ListenError::SocketInUse { .. })), "{again:?}");
         drop(bound);
     }
 

@@ -51,12 +51,7 @@ impl<P: Provider> ProviderGrpc<P> {
         proto::provider_service_server::ProviderServiceServer::new(self)
     }
 
-    fn call(
-        &self,
-        rpc: &'static str,
-        instance: &str,
-        metadata: &tonic::metadata::MetadataMap,
-    ) -> Call {
+    fn call(&self, rpc: &'static str, instance: &str, metadata: &tonic::metadata::MetadataMap) -> Call {
         Call::start(&self.info.provider_type, rpc, instance, metadata)
     }
 }
@@ -75,10 +70,7 @@ impl<P: Provider> ProviderService for ProviderGrpc<P> {
             .await
     }
 
-    async fn create(
-        &self,
-        request: Request<proto::CreateRequest>,
-    ) -> Result<Response<proto::CreateResponse>, Status> {
+    async fn create(&self, request: Request<proto::CreateRequest>) -> Result<Response<proto::CreateResponse>, Status> {
         let call = self.call("Create", &request.get_ref().name, request.metadata());
         let wire = request.into_inner();
         call.run(async {
@@ -91,14 +83,10 @@ impl<P: Provider> ProviderService for ProviderGrpc<P> {
         .await
     }
 
-    async fn get(
-        &self,
-        request: Request<proto::GetRequest>,
-    ) -> Result<Response<proto::GetResponse>, Status> {
+    async fn get(&self, request: Request<proto::GetRequest>) -> Result<Response<proto::GetResponse>, Status> {
         let call = self.call("Get", &request.get_ref().provider_id, request.metadata());
         call.run(async {
-            let id =
-                provider_id_from_wire(&request.get_ref().provider_id, &self.info.provider_type)?;
+            let id = provider_id_from_wire(&request.get_ref().provider_id, &self.info.provider_type)?;
             let instance = self.provider.get(&id).await?;
             Ok(proto::GetResponse {
                 instance: Some((&instance).into()),
@@ -107,14 +95,10 @@ impl<P: Provider> ProviderService for ProviderGrpc<P> {
         .await
     }
 
-    async fn delete(
-        &self,
-        request: Request<proto::DeleteRequest>,
-    ) -> Result<Response<proto::DeleteResponse>, Status> {
+    async fn delete(&self, request: Request<proto::DeleteRequest>) -> Result<Response<proto::DeleteResponse>, Status> {
         let call = self.call("Delete", &request.get_ref().provider_id, request.metadata());
         call.run(async {
-            let id =
-                provider_id_from_wire(&request.get_ref().provider_id, &self.info.provider_type)?;
+            let id = provider_id_from_wire(&request.get_ref().provider_id, &self.info.provider_type)?;
             self.provider.delete(&id).await?;
             Ok(proto::DeleteResponse {})
         })
@@ -124,10 +108,7 @@ impl<P: Provider> ProviderService for ProviderGrpc<P> {
     type ListByTagStream = PageStream;
 
     /// The log line covers opening the listing; a failure mid-stream ends the stream with that error.
-    async fn list_by_tag(
-        &self,
-        request: Request<proto::ListByTagRequest>,
-    ) -> Result<Response<PageStream>, Status> {
+    async fn list_by_tag(&self, request: Request<proto::ListByTagRequest>) -> Result<Response<PageStream>, Status> {
         let call = self.call("ListByTag", "", request.metadata());
         let wire = request.into_inner();
         let provider_type = self.info.provider_type.clone();
@@ -149,10 +130,7 @@ impl<P: Provider> ProviderService for ProviderGrpc<P> {
         .await
     }
 
-    async fn check(
-        &self,
-        request: Request<proto::CheckRequest>,
-    ) -> Result<Response<proto::CheckResponse>, Status> {
+    async fn check(&self, request: Request<proto::CheckRequest>) -> Result<Response<proto::CheckResponse>, Status> {
         self.call("Check", "", request.metadata())
             .run(async {
                 let mut results = self.provider.check().await;

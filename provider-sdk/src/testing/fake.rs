@@ -81,11 +81,7 @@ impl FakeProvider {
     }
 
     pub fn call_count(&self, rpc: Rpc) -> usize {
-        self.state()
-            .calls
-            .iter()
-            .filter(|call| call.rpc == rpc)
-            .count()
+        self.state().calls.iter().filter(|call| call.rpc == rpc).count()
     }
 
     /// Every instance the backend holds, whoever made it.
@@ -120,9 +116,7 @@ impl FakeProvider {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic injected by a test must not poison the fake for the rest of it.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Records the call, waits the latency, and applies a queued fault. `Ok(true)` means "act, then lose
@@ -163,10 +157,7 @@ impl FakeProvider {
         InstanceName::parse(id.rest(), DEFAULT_MAX_NAME_LENGTH)
             .map(|name| name.as_str().to_owned())
             .map_err(|problem| {
-                ProviderError::malformed_provider_id(format!(
-                    "{:?}: the name part {problem}",
-                    id.as_str()
-                ))
+                ProviderError::malformed_provider_id(format!("{:?}: the name part {problem}", id.as_str()))
             })
     }
 }
@@ -225,9 +216,7 @@ impl Provider for FakeProvider {
         let instance = {
             let mut state = self.state();
             match state.instances.get(request.name.as_str()) {
-                Some(existing) if existing.fingerprint == fingerprint => {
-                    self.observed(&existing.instance, now)
-                }
+                Some(existing) if existing.fingerprint == fingerprint => self.observed(&existing.instance, now),
                 Some(_) => {
                     return Err(ProviderError::permanent(
                         PermanentKind::AlreadyExists,
@@ -265,11 +254,7 @@ impl Provider for FakeProvider {
                 }
             }
         };
-        if lose_answer {
-            Err(lost_answer())
-        } else {
-            Ok(instance)
-        }
+        if lose_answer { Err(lost_answer()) } else { Ok(instance) }
     }
 
     async fn get(&self, id: &ProviderId) -> Result<Instance, ProviderError> {
@@ -283,9 +268,7 @@ impl Provider for FakeProvider {
         match (found, lose_answer) {
             (_, true) => Err(lost_answer()),
             (Some(instance), false) => Ok(instance),
-            (None, false) => Err(ProviderError::not_found(format!(
-                "instance {id} does not exist"
-            ))),
+            (None, false) => Err(ProviderError::not_found(format!("instance {id} does not exist"))),
         }
     }
 
@@ -293,11 +276,7 @@ impl Provider for FakeProvider {
         let lose_answer = self.enter(Rpc::Delete, id.as_str()).await?;
         let name = self.parse_id(id)?;
         self.state().instances.remove(&name);
-        if lose_answer {
-            Err(lost_answer())
-        } else {
-            Ok(())
-        }
+        if lose_answer { Err(lost_answer()) } else { Ok(()) }
     }
 
     async fn list_by_tag(&self, filter: ListFilter) -> Result<InstanceStream, ProviderError> {
@@ -323,11 +302,7 @@ impl Provider for FakeProvider {
         let in_use = match self.enter(Rpc::Check, "").await {
             Ok(_) => self.state().instances.len(),
             Err(error) => {
-                return vec![CheckResult::failed(
-                    "backend",
-                    error.reason(),
-                    error.to_string(),
-                )];
+                return vec![CheckResult::failed("backend", error.reason(), error.to_string())];
             }
         };
         let capacity = self.options.capacity;

@@ -3,6 +3,8 @@
 
 mod fake;
 mod faults;
+mod pki;
 
 pub use fake::{FAKE_PROVIDER_TYPE, FakeOptions, FakeProvider};
 pub use faults::{Fault, RecordedCall, Rpc};
+pub use pki::{PkiFiles, TestPki};

@@ -12,21 +12,18 @@ use std::{
 
 use provider_sdk::{
     client::{CallTimeouts, ClientTls, ProviderClient, ProviderEndpoint},
-    model::{
-        CreateRequest, DEFAULT_MAX_NAME_LENGTH, InstanceName, Placement, Protocol, ProxyAuth,
-        ProxySettings,
-    },
+    model::{CreateRequest, DEFAULT_MAX_NAME_LENGTH, InstanceName, Placement, Protocol, ProxyAuth, ProxySettings},
     proto,
     server::{Bound, Listen, ListenError, TlsFiles, bind},
     testing::FakeProvider,
 };
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
 };
 use secrecy::{SecretBox, SecretString};
 use tempfile::TempDir;
 use tokio::{sync::oneshot, task::JoinHandle};
+use tracing::Instrument;
 
 /// The cluster id every test request carries.
 pub const CLUSTER: &str = "cluster-a";
@@ -80,12 +77,14 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// Serves on a new task, inside the caller's current span as a daemon's `main` would be.
     pub fn start(bound: Bound, provider: FakeProvider) -> Self {
         let address = bound.address();
         let (shutdown, stop) = oneshot::channel::<()>();
-        let serving = tokio::spawn(bound.serve(provider, async move {
+        let serve = bound.serve(provider, async move {
             let _ = stop.await;
-        }));
+        });
+        let serving = tokio::spawn(serve.instrument(tracing::Span::current()));
         Self {
             address,
             shutdown: Some(shutdown),
@@ -98,6 +97,11 @@ impl Daemon {
         if let Some(shutdown) = self.shutdown.take() {
             let _ = shutdown.send(());
         }
+    }
+
+    /// Whether `serve` has returned (or the task ended otherwise).
+    pub fn has_returned(&self) -> bool {
+        self.serving.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
     /// Triggers shutdown and waits for `serve` to return.
@@ -179,9 +183,7 @@ impl Ca {
     pub fn new(common_name: &str) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("no names to check");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
+        params.distinguished_name.push(DnType::CommonName, common_name);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::CrlSign,
@@ -216,9 +218,7 @@ impl Ca {
     fn leaf(&self, common_name: &str, names: &[&str], usage: ExtendedKeyUsagePurpose) -> Pem {
         let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
         let mut params = CertificateParams::new(names).expect("valid subject names");
-        params
-            .distinguished_name
-            .push(DnType::CommonName, common_name);
+        params.distinguished_name.push(DnType::CommonName, common_name);
         params.use_authority_key_identifier_extension = true;
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![usage];
@@ -254,11 +254,7 @@ impl Pki {
             key: write("server.key", &server.key),
             client_ca: write("client-ca.crt", &ca.cert_pem),
         };
-        Self {
-            dir,
-            ca,
-            server_files,
-        }
+        Self { dir, ca, server_files }
     }
 
     /// Client material that trusts this CA and presents `identity`.

@@ -39,10 +39,7 @@ impl FakeConfig {
 impl Validate for FakeConfig {
     fn validate(&self) -> Vec<ConfigViolation> {
         let mut violations = Vec::new();
-        for (field, value) in [
-            ("provisioningMs", self.provisioning_ms),
-            ("latencyMs", self.latency_ms),
-        ] {
+        for (field, value) in [("provisioningMs", self.provisioning_ms), ("latencyMs", self.latency_ms)] {
             if value > MAX_DELAY_MS {
                 violations.push(ConfigViolation::new(
                     field,

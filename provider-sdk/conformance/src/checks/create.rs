@@ -18,10 +18,7 @@ const RACERS: usize = 8;
 
 pub async fn returns_the_instance(h: &Harness, shared: &mut Shared) -> CheckResult {
     let request = h.request(&h.name("main"), &h.uid(), &h.cluster);
-    let instance = h
-        .create(request.clone())
-        .await
-        .map_err(|s| describe("Create", &s))?;
+    let instance = h.create(request.clone()).await.map_err(|s| describe("Create", &s))?;
     shared.primary = Some((request.clone(), instance.clone()));
     ensure!(
         instance.name == request.name,
@@ -57,9 +54,7 @@ pub async fn returns_the_instance(h: &Harness, shared: &mut Shared) -> CheckResu
 
 pub async fn immediate_readiness(h: &Harness, shared: &Shared) -> CheckResult {
     if h.info.profiles.readiness != Some(Readiness::Immediate) {
-        return Ok(Outcome::Skipped(
-            "the provider declares a provisioning window".into(),
-        ));
+        return Ok(Outcome::Skipped("the provider declares a provisioning window".into()));
     }
     let (_, instance) = shared.primary()?;
     ensure!(
@@ -116,11 +111,7 @@ pub async fn running_implies_ipv4(h: &Harness, shared: &Shared) -> CheckResult {
     let (_, instance) = shared.primary()?;
     let running = h.wait_running(&instance.provider_id).await?;
     let ip = running.ipv4.parse();
-    ensure!(
-        ip.is_ok_and(is_routable),
-        "Running with IPv4 {:?}",
-        running.ipv4
-    );
+    ensure!(ip.is_ok_and(is_routable), "Running with IPv4 {:?}", running.ipv4);
     Ok(Outcome::Passed)
 }
 

@@ -33,16 +33,15 @@ pub async fn unknown_id_succeeds(h: &Harness, shared: &Shared) -> CheckResult {
     let unknown = match (&h.params.unknown_provider_id, shared.primary.as_ref()) {
         (Some(id), _) => id.clone(),
         (None, Some((_, instance))) if instance.provider_id.contains(&instance.name) => {
-            let at = instance
-                .provider_id
-                .rfind(&instance.name)
-                .unwrap_or_default();
+            let at = instance.provider_id.rfind(&instance.name).unwrap_or_default();
             let mut id = instance.provider_id.clone();
             id.replace_range(at..at + instance.name.len(), &h.name("ghost"));
             id
         }
         (None, Some(_)) => {
-            return Ok(Outcome::Skipped("provider IDs do not embed the name (allocated-id); give unknownProviderId in --params".into()));
+            return Ok(Outcome::Skipped(
+                "provider IDs do not embed the name (allocated-id); give unknownProviderId in --params".into(),
+            ));
         }
         (None, None) => {
             return Err("needs the instance of create.returns-the-instance, which failed".into());
@@ -53,18 +52,9 @@ pub async fn unknown_id_succeeds(h: &Harness, shared: &Shared) -> CheckResult {
         .map_err(|s| describe(&format!("Delete {unknown}"), &s))?;
     match h.get(&unknown).await {
         Err(status) if status.code() == Code::NotFound => Ok(Outcome::Passed),
-        Err(status) => Err(describe(
-            &format!("Get {unknown}: expected NOT_FOUND"),
-            &status,
-        )),
-        Ok(_) => Err(format!(
-            "Get {unknown} found an instance that was never made"
-        )),
+        Err(status) => Err(describe(&format!("Get {unknown}: expected NOT_FOUND"), &status)),
+        Ok(_) => Err(format!("Get {unknown} found an instance that was never made")),
     }
-}
-
-fn is_permanent(code: Code) -> bool {
-    matches!(code, Code::InvalidArgument | Code::FailedPrecondition)
 }
 
 pub async fn malformed_ids_are_permanent(h: &Harness) -> CheckResult {
@@ -81,12 +71,9 @@ pub async fn malformed_ids_are_permanent(h: &Harness) -> CheckResult {
     ids.extend(h.params.malformed_provider_ids.iter().cloned());
     let mut wrong = Vec::new();
     for id in &ids {
-        for (rpc, result) in [
-            ("Get", h.get(id).await.map(drop)),
-            ("Delete", h.delete(id).await),
-        ] {
+        for (rpc, result) in [("Get", h.get(id).await.map(drop)), ("Delete", h.delete(id).await)] {
             match result {
-                Err(status) if is_permanent(status.code()) => {}
+                Err(status) if status.code() == Code::InvalidArgument => {}
                 Err(status) => wrong.push(format!("{rpc} {id:?}: {:?}", status.code())),
                 Ok(()) => wrong.push(format!("{rpc} {id:?}: OK")),
             }
@@ -94,7 +81,7 @@ pub async fn malformed_ids_are_permanent(h: &Harness) -> CheckResult {
     }
     ensure!(
         wrong.is_empty(),
-        "malformed IDs must be INVALID_ARGUMENT or FAILED_PRECONDITION: {}",
+        "malformed IDs must be INVALID_ARGUMENT: {}",
         wrong.join(", ")
     );
     Ok(Outcome::Passed)

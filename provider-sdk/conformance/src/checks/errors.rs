@@ -5,7 +5,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use provider_sdk::{proto, status::ERROR_DOMAIN};
+use provider_sdk::{
+    proto,
+    status::{ERROR_DOMAIN, METADATA_PROVIDER},
+};
 use tonic::Code;
 use tonic_types::StatusExt;
 
@@ -59,24 +62,15 @@ pub async fn bad_fields_are_refused(h: &Harness) -> CheckResult {
         mutate(&mut request, max);
         uids.push(uid);
         match h.create(request).await {
-            Ok(instance) => problems.push(format!(
-                "bad {field} was accepted as {}",
-                instance.provider_id
-            )),
-            Err(status) if status.code() != Code::InvalidArgument => problems.push(describe(
-                &format!("bad {field}: expected INVALID_ARGUMENT"),
-                &status,
-            )),
+            Ok(instance) => problems.push(format!("bad {field} was accepted as {}", instance.provider_id)),
+            Err(status) if status.code() != Code::InvalidArgument => {
+                problems.push(describe(&format!("bad {field}: expected INVALID_ARGUMENT"), &status))
+            }
             Err(status) => {
                 let named: Vec<String> = status
                     .get_error_details()
                     .bad_request()
-                    .map(|bad| {
-                        bad.field_violations
-                            .iter()
-                            .map(|v| v.field.clone())
-                            .collect()
-                    })
+                    .map(|bad| bad.field_violations.iter().map(|v| v.field.clone()).collect())
                     .unwrap_or_default();
                 if !named.iter().any(|f| f == field) {
                     problems.push(format!("bad {field}: BadRequest names {named:?}"));
@@ -86,15 +80,9 @@ pub async fn bad_fields_are_refused(h: &Harness) -> CheckResult {
     }
     // Refused requests must have made nothing.
     for uid in &uids {
-        let listed = h
-            .list(&h.cluster, uid)
-            .await
-            .map_err(|s| describe("ListByTag", &s))?;
+        let listed = h.list(&h.cluster, uid).await.map_err(|s| describe("ListByTag", &s))?;
         if !listed.is_empty() {
-            problems.push(format!(
-                "a refused request left instance {}",
-                listed[0].provider_id
-            ));
+            problems.push(format!("a refused request left instance {}", listed[0].provider_id));
             listed.iter().for_each(|i| h.remember(&i.provider_id));
         }
     }
@@ -125,11 +113,7 @@ pub async fn expired_deadline_returns_promptly(h: &Harness) -> CheckResult {
     )
     .await;
     let get_took = started.elapsed();
-    for instance in h
-        .list(&h.cluster, &uid)
-        .await
-        .map_err(|s| describe("ListByTag", &s))?
-    {
+    for instance in h.list(&h.cluster, &uid).await.map_err(|s| describe("ListByTag", &s))? {
         h.remember(&instance.provider_id);
     }
     ensure!(
@@ -166,10 +150,15 @@ pub async fn carry_error_info(h: &Harness) -> CheckResult {
             Some(info) if info.reason.is_empty() => {
                 problems.insert(format!("{rpc} {:?} with an empty reason", status.code()))
             }
-            Some(_)
-                if status.code() == Code::ResourceExhausted
-                    && details.quota_failure().is_none() =>
-            {
+            Some(info) if info.metadata.get(METADATA_PROVIDER) != Some(&h.info.provider_type) => {
+                problems.insert(format!(
+                    "{rpc} {:?}: ErrorInfo metadata {METADATA_PROVIDER:?} is {:?}, not {:?}",
+                    status.code(),
+                    info.metadata.get(METADATA_PROVIDER),
+                    h.info.provider_type
+                ))
+            }
+            Some(_) if status.code() == Code::ResourceExhausted && details.quota_failure().is_none() => {
                 problems.insert(format!("{rpc} RESOURCE_EXHAUSTED without QuotaFailure"))
             }
             Some(_) => false,

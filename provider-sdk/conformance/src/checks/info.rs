@@ -1,9 +1,7 @@
 //! GetInfo, health and Check.
 
 use provider_sdk::proto::SERVICE_NAME;
-use tonic_health::pb::{
-    HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
-};
+use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
 
 use super::{CheckResult, ensure};
 use crate::{
@@ -34,11 +32,7 @@ pub async fn declares_every_axis(h: &Harness) -> CheckResult {
         .filter(|(_, p)| p.is_none())
         .map(|(axis, _)| axis)
         .collect();
-    ensure!(
-        missing.is_empty(),
-        "no profile declared on: {}",
-        missing.join(", ")
-    );
+    ensure!(missing.is_empty(), "no profile declared on: {}", missing.join(", "));
     ensure!(
         info.limits.max_name_length >= MIN_NAME_LENGTH,
         "limits.max_name_length {} is below {MIN_NAME_LENGTH}",
@@ -72,9 +66,8 @@ pub async fn check_results_in_stable_order(h: &Harness) -> CheckResult {
     let first = h.check().await.map_err(|s| describe("Check", &s))?;
     let second = h.check().await.map_err(|s| describe("Check", &s))?;
     ensure!(!first.is_empty(), "Check answered no result");
-    let targets = |results: &[provider_sdk::proto::CheckResult]| {
-        results.iter().map(|r| r.target.clone()).collect::<Vec<_>>()
-    };
+    let targets =
+        |results: &[provider_sdk::proto::CheckResult]| results.iter().map(|r| r.target.clone()).collect::<Vec<_>>();
     ensure!(
         targets(&first) == targets(&second),
         "target order changed: {:?} then {:?}",
@@ -84,11 +77,7 @@ pub async fn check_results_in_stable_order(h: &Harness) -> CheckResult {
     let mut unique = targets(&first);
     unique.sort();
     unique.dedup();
-    ensure!(
-        unique.len() == first.len(),
-        "targets repeat: {:?}",
-        targets(&first)
-    );
+    ensure!(unique.len() == first.len(), "targets repeat: {:?}", targets(&first));
     for result in &first {
         let reason_ok = !result.reason.is_empty()
             && result
@@ -100,6 +89,11 @@ pub async fn check_results_in_stable_order(h: &Harness) -> CheckResult {
             "target {:?} has reason {:?}, not UPPER_SNAKE_CASE",
             result.target,
             result.reason
+        );
+        ensure!(
+            result.ok || result.reason != "OK",
+            "target {:?} failed with reason OK",
+            result.target
         );
     }
     Ok(Outcome::Passed)

@@ -35,9 +35,9 @@ pub struct Shared {
 
 impl Shared {
     fn primary(&self) -> Result<&(proto::CreateRequest, proto::Instance), String> {
-        self.primary.as_ref().ok_or_else(|| {
-            "needs the instance of create.returns-the-instance, which failed".to_owned()
-        })
+        self.primary
+            .as_ref()
+            .ok_or_else(|| "needs the instance of create.returns-the-instance, which failed".to_owned())
     }
 }
 
@@ -51,8 +51,9 @@ pub async fn run_all(h: &Harness) -> Report {
     let mut shared = Shared::default();
     macro_rules! run {
         ($name:literal, $check:expr) => {{
+            let started = std::time::Instant::now();
             let outcome = judge($check.await);
-            report.record($name, outcome);
+            report.record($name, outcome, started.elapsed());
         }};
     }
     run!("info.declares-every-axis", info::declares_every_axis(h));
@@ -77,10 +78,7 @@ pub async fn run_all(h: &Harness) -> Report {
         "create.same-name-other-spec-is-refused",
         create::same_name_other_spec_is_refused(h, &shared)
     );
-    run!(
-        "get.running-implies-ipv4",
-        create::running_implies_ipv4(h, &shared)
-    );
+    run!("get.running-implies-ipv4", create::running_implies_ipv4(h, &shared));
     run!(
         "create.concurrent-same-name-makes-one-instance",
         create::concurrent_same_name_makes_one(h)
@@ -89,18 +87,12 @@ pub async fn run_all(h: &Harness) -> Report {
         "list.returns-instances-with-uid-and-created-at",
         list::returns_created_with_marks(h, &shared)
     );
-    run!(
-        "list.excludes-other-clusters",
-        list::excludes_other_clusters(h)
-    );
+    run!("list.excludes-other-clusters", list::excludes_other_clusters(h));
     run!(
         "ids.malformed-are-permanent-errors",
         delete::malformed_ids_are_permanent(h)
     );
-    run!(
-        "delete.unknown-id-succeeds",
-        delete::unknown_id_succeeds(h, &shared)
-    );
+    run!("delete.unknown-id-succeeds", delete::unknown_id_succeeds(h, &shared));
     run!(
         "get.after-delete-is-not-found",
         delete::get_after_delete_is_not_found(h, &shared)
@@ -110,10 +102,7 @@ pub async fn run_all(h: &Harness) -> Report {
         "deadline.expired-returns-promptly",
         errors::expired_deadline_returns_promptly(h)
     );
-    run!(
-        "check.results-in-stable-order",
-        info::check_results_in_stable_order(h)
-    );
+    run!("check.results-in-stable-order", info::check_results_in_stable_order(h));
     run!(
         "errors.carry-error-info-with-the-contract-domain",
         errors::carry_error_info(h)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The project's test command (README.md): format, lints, the e2e control plane (built once, cached), then
+# every test in the workspace.
+# Build output goes to a cache outside the clone so fresh clones reuse it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/egress-proxies/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+# The e2e tests start a real etcd + kube-apiserver (tests/support); build them unless cached.
+echo "== control plane for the e2e tests"
+scripts/build-control-plane.sh
+echo "== cargo test"
+cargo test --workspace --all-features --locked
