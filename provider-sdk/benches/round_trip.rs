@@ -16,6 +16,7 @@ use provider_sdk::{
     client::{CallTimeouts, ClientTls, ProviderClient, ProviderEndpoint},
     model::*,
     server::{Listen, TlsFiles, bind},
+    telemetry::LogFormat,
     testing::{FakeProvider, TestPki},
 };
 use secrecy::SecretString;
@@ -341,12 +342,11 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000);
     // The daemon's real logging, into a sink: its cost is part of every call.
+    // The daemon's own telemetry (JSON lines, OpenTelemetry spans without an exporter), logging into a
+    // sink: its cost is part of every call. BENCH_LOGS=0 leaves tracing off, to see that cost.
+    let tracer_provider = provider_sdk::telemetry::tracer_provider("bench", None).expect("tracer provider");
     if std::env::var("BENCH_LOGS").as_deref() != Ok("0") {
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_writer(io::sink)
-            .with_max_level(tracing::Level::INFO)
-            .finish();
+        let subscriber = provider_sdk::telemetry::subscriber("bench", LogFormat::Json, io::sink, &tracer_provider);
         tracing::subscriber::set_global_default(subscriber).expect("subscriber");
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -314,11 +314,10 @@ where
                 format!("{rpc} did not answer within {timeout:?}"),
             )
         };
-        // tonic's channel enforces the grpc-timeout it sends; the local timer, with a little slack, is only
-        // a backstop should that ever not fire.
-        match tokio::time::timeout(timeout + Duration::from_millis(250), send(request)).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
-            Ok(Err(status)) => match ProviderError::from_status(&status) {
+        // tonic's channel enforces the grpc-timeout it sends (its GrpcTimeout layer), so no second timer.
+        match send(request).await {
+            Ok(response) => Ok(response.into_inner()),
+            Err(status) => match ProviderError::from_status(&status) {
                 // When the deadline passes, tonic ends the call with a bare CANCELLED ("Timeout expired"):
                 // that is our deadline (contract §1.5), not a cancellation or a provider's own error.
                 ProviderError::Transient {
@@ -328,7 +327,6 @@ where
                 } if why == reason::UNCLASSIFIED && started.elapsed() >= timeout => Err(deadline_passed()),
                 error => Err(error),
             },
-            Err(_) => Err(deadline_passed()),
         }
     }
     .instrument(span)

@@ -4,7 +4,9 @@
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::{Resource, trace::SdkTracerProvider};
-use tracing_subscriber::{EnvFilter, layer::SubscriberExt, util::SubscriberInitExt};
+use tracing_subscriber::{
+    EnvFilter, Layer, filter::filter_fn, fmt::MakeWriter, layer::SubscriberExt, util::SubscriberInitExt,
+};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -41,12 +43,23 @@ impl Drop for TelemetryGuard {
     }
 }
 
-/// Installs the global subscriber. `otlp_endpoint` (for example `http://collector:4317`) enables export.
+/// Installs the global subscriber, logging to stdout. `otlp_endpoint` (for example
+/// `http://collector:4317`) enables span export.
 pub fn init(
     service_name: &'static str,
     format: LogFormat,
     otlp_endpoint: Option<&str>,
 ) -> Result<TelemetryGuard, TelemetryError> {
+    let tracer_provider = tracer_provider(service_name, otlp_endpoint)?;
+    subscriber(service_name, format, std::io::stdout, &tracer_provider).try_init()?;
+    Ok(TelemetryGuard { tracer_provider })
+}
+
+/// The span pipeline: always built, so trace context propagates; exported only with an endpoint.
+pub fn tracer_provider(
+    service_name: &'static str,
+    otlp_endpoint: Option<&str>,
+) -> Result<SdkTracerProvider, TelemetryError> {
     let mut builder =
         SdkTracerProvider::builder().with_resource(Resource::builder().with_service_name(service_name).build());
     if let Some(endpoint) = otlp_endpoint {
@@ -61,22 +74,50 @@ pub fn init(
             })?;
         builder = builder.with_batch_exporter(exporter);
     }
-    let tracer_provider = builder.build();
-    let otel = tracing_opentelemetry::layer().with_tracer(tracer_provider.tracer(service_name));
+    Ok(builder.build())
+}
+
+/// The subscriber every binary runs: spans go to OpenTelemetry, events to `writer`, filtered by
+/// `RUST_LOG` (default `info`). The log layer sees events only: span fields would be formatted on every
+/// call and never printed, since each log line carries its own fields.
+pub fn subscriber<W>(
+    service_name: &'static str,
+    format: LogFormat,
+    writer: W,
+    tracer_provider: &SdkTracerProvider,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    // Source locations, thread names and busy/idle timing would add attributes and clock reads to every
+    // span on the per-call path; the span name and the gRPC attributes are what a trace needs.
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(tracer_provider.tracer(service_name))
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false);
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let events_only = filter_fn(|metadata| metadata.is_event());
     let registry = tracing_subscriber::registry().with(filter).with(otel);
     match format {
-        LogFormat::Json => registry
-            .with(
+        LogFormat::Json => Box::new(
+            registry.with(
                 tracing_subscriber::fmt::layer()
                     .json()
                     .flatten_event(true)
-                    .with_current_span(false),
-            )
-            .try_init()?,
-        LogFormat::Text => registry
-            .with(tracing_subscriber::fmt::layer().with_target(false))
-            .try_init()?,
+                    .with_current_span(false)
+                    .with_span_list(false)
+                    .with_writer(writer)
+                    .with_filter(events_only),
+            ),
+        ),
+        LogFormat::Text => Box::new(
+            registry.with(
+                tracing_subscriber::fmt::layer()
+                    .with_target(false)
+                    .with_writer(writer)
+                    .with_filter(events_only),
+            ),
+        ),
     }
-    Ok(TelemetryGuard { tracer_provider })
 }
