@@ -171,8 +171,9 @@ fn lost_answer() -> ProviderError {
 
 fn next_address(state: &mut State) -> Ipv4Addr {
     state.next_address += 1;
-    // 127.128.0.0/9: loopback, so nothing ever leaves the machine even if a test dials it.
-    Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 128, 0, 0)) + state.next_address)
+    // 198.18.0.0/15, the benchmarking range (RFC 2544): routable in form, so Kubernetes accepts it in an
+    // EndpointSlice, and never used on a real network. Nothing listens there; tests never dial it.
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(198, 18, 0, 0)) + (state.next_address % (1 << 17)))
 }
 
 impl Provider for FakeProvider {
