@@ -2,6 +2,7 @@
 //! what they share (config, provider clients, metrics).
 
 pub mod cloud_init;
+pub mod conditions;
 pub mod config;
 pub mod controller;
 pub mod crd;

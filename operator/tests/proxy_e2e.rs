@@ -196,6 +196,22 @@ async fn an_applied_proxy_runs_with_its_service_and_secret_and_is_deleted_with_i
     assert_eq!(instances.len(), 1, "{instances:?}");
     assert_eq!(instances[0].marks.proxy_uid, ready.metadata.uid.clone().unwrap());
 
+    // What a user sees: `kubectl get proxies` with the provider, phase, IP and endpoint columns filled.
+    let plane = ControlPlane::shared().await.unwrap();
+    let table = plane
+        .kubectl()
+        .args(["get", "proxies", "-n", w.ns.name()])
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    let row = table
+        .lines()
+        .find(|line| line.starts_with("web "))
+        .unwrap_or_else(|| panic!("{table}"));
+    for value in ["fake", "Running", ip.as_str(), &format!("http://{ip}:3128")] {
+        assert!(row.contains(value), "{value:?} missing from: {table}");
+    }
+
     api.delete("web", &DeleteParams::default()).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while api.get_opt("web").await.unwrap().is_some() {

@@ -20,10 +20,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use k8s_openapi::{
-    apimachinery::pkg::apis::meta::v1::{Condition, Time},
-    jiff::Timestamp,
-};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::{ListParams, Patch, PatchParams},
@@ -224,7 +221,7 @@ pub fn observe(
     };
     status.last_check_time = Some(now.clone());
     let (available, reason, message) = availability(configured_type, info, checks);
-    set_condition(
+    crate::conditions::set(
         &mut status.conditions,
         AVAILABLE,
         available,
@@ -305,36 +302,6 @@ fn availability(
     (true, REASON_ALL_CHECKS_PASSED, message)
 }
 
-/// Sets one condition, keeping its transition time when its status does not change.
-fn set_condition(
-    conditions: &mut Vec<Condition>,
-    type_: &str,
-    value: bool,
-    reason: &str,
-    message: String,
-    generation: Option<i64>,
-    now: Time,
-) {
-    let value = if value { "True" } else { "False" };
-    let previous = conditions.iter().position(|c| c.type_ == type_);
-    let last_transition_time = previous
-        .map(|i| &conditions[i])
-        .filter(|c| c.status == value)
-        .map_or(now, |c| c.last_transition_time.clone());
-    let condition = Condition {
-        type_: type_.to_owned(),
-        status: value.to_owned(),
-        reason: reason.to_owned(),
-        message,
-        observed_generation: generation,
-        last_transition_time,
-    };
-    match previous {
-        Some(i) => conditions[i] = condition,
-        None => conditions.push(condition),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use provider_sdk::{
@@ -365,7 +332,7 @@ mod tests {
         ProviderError::transient(BACKEND_UNAVAILABLE, "connection refused")
     }
 
-    fn available(status: &ProviderHealthStatus) -> &Condition {
+    fn available(status: &ProviderHealthStatus) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
         status
             .conditions
             .iter()

@@ -1,10 +1,7 @@
 //! The Proxy status: conditions in the Kubernetes convention, and the one status write, a server-side
 //! apply of the whole status under the operator's field manager.
 
-use k8s_openapi::{
-    apimachinery::pkg::apis::meta::v1::{Condition, Time},
-    jiff::Timestamp,
-};
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api,
     api::{Patch, PatchParams},
@@ -22,27 +19,18 @@ pub fn now() -> Time {
     Time(Timestamp::now())
 }
 
-/// Sets one condition, keeping its transition time when its status does not change.
+/// Sets one condition of the Proxy at its observed generation.
 pub fn set_condition(status: &mut ProxyStatus, type_: &str, value: bool, reason: &str, message: impl Into<String>) {
-    let value = if value { "True" } else { "False" };
     let generation = status.observed_generation;
-    let previous = status.conditions.iter().position(|c| c.type_ == type_);
-    let transition = previous
-        .map(|i| &status.conditions[i])
-        .filter(|c| c.status == value)
-        .map_or_else(now, |c| c.last_transition_time.clone());
-    let condition = Condition {
-        type_: type_.to_owned(),
-        status: value.to_owned(),
-        reason: reason.to_owned(),
-        message: message.into(),
-        observed_generation: generation,
-        last_transition_time: transition,
-    };
-    match previous {
-        Some(i) => status.conditions[i] = condition,
-        None => status.conditions.push(condition),
-    }
+    crate::conditions::set(
+        &mut status.conditions,
+        type_,
+        value,
+        reason,
+        message.into(),
+        generation,
+        now(),
+    );
 }
 
 pub fn condition_is(status: &ProxyStatus, type_: &str, value: bool) -> bool {
