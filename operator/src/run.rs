@@ -71,13 +71,25 @@ pub fn load_config(path: &std::path::Path) -> Result<OperatorConfig, provider_sd
     provider_sdk::config::load(Some(path))
 }
 
-/// Runs the operator until `shutdown` resolves or leadership is lost.
+/// Runs the operator until `shutdown` resolves or leadership is lost, with the environment's client
+/// (in-cluster, or `KUBECONFIG`).
 pub async fn run(
     options: RunOptions,
     config: OperatorConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let client = Client::try_default().await?;
+    run_with_client(client, options, config, shutdown).await
+}
+
+/// [`run`] with a given client: tests point it at their control plane, since setting `KUBECONFIG` in a
+/// running test process is `unsafe` (and this workspace forbids `unsafe`).
+pub async fn run_with_client(
+    client: Client,
+    options: RunOptions,
+    config: OperatorConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
     let metrics = Metrics::default();
     let providers = Providers::from_config(&config, &metrics)?;
     let ready = Arc::new(AtomicBool::new(false));

@@ -61,7 +61,8 @@ pub async fn apply(proxy: Arc<Proxy>, ctx: Arc<Context>) -> Result<Action, Error
             let spec_error = matches!(error, Error::Spec { .. });
             if class == ErrorClass::Permanent && !spec_error {
                 status.phase = Some(ProxyPhase::Failed);
-            } else if status.phase.is_none() {
+            } else if status.phase.is_none() || status.phase == Some(ProxyPhase::Failed) {
+                // A retryable error after an earlier permanent one: no longer stopped, just not there yet.
                 status.phase = Some(ProxyPhase::Pending);
             }
             status::write(&ctx.proxies(&proxy), &proxy.name_any(), &status).await?;

@@ -7,10 +7,14 @@ mod cleanup;
 pub mod credentials;
 pub mod error;
 mod expose;
+#[cfg(test)]
+mod fixtures;
 mod instance;
 pub mod naming;
 mod request;
 pub mod status;
+#[cfg(test)]
+mod tests;
 
 use std::{
     collections::HashMap,
