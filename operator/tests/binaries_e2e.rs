@@ -132,6 +132,7 @@ async fn the_operator_and_the_fake_daemon_binaries_run_a_proxy_from_apply_to_del
             .contains("egress_provider_rpc_duration_seconds_count{provider=\"fake\",method=\"Create\",class=\"ok\"} 1"),
         "{metrics}"
     );
+    assert!(metrics.contains("egress_proxies{phase=\"Running\"} 1"), "{metrics}");
 
     let deleted = plane
         .kubectl()

@@ -51,6 +51,7 @@ pub async fn apply(proxy: Arc<Proxy>, ctx: Arc<Context>) -> Result<Action, Error
             status.last_error = None;
             set_condition(&mut status, QUOTA_EXCEEDED, false, "WithinQuota", "");
             status::write(&ctx.proxies(&proxy), &proxy.name_any(), &status).await?;
+            ctx.record_phase(&uid, status.phase);
             Ok(action)
         }
         Err(error) => {
@@ -66,6 +67,7 @@ pub async fn apply(proxy: Arc<Proxy>, ctx: Arc<Context>) -> Result<Action, Error
                 status.phase = Some(ProxyPhase::Pending);
             }
             status::write(&ctx.proxies(&proxy), &proxy.name_any(), &status).await?;
+            ctx.record_phase(&uid, status.phase);
             if reason_changed {
                 ctx.event(&proxy, EventType::Warning, "Failed", "Reconcile", error.to_string())
                     .await;

@@ -20,6 +20,7 @@ pub async fn cleanup(proxy: Arc<Proxy>, ctx: Arc<Context>) -> Result<Action, Err
         .cloned()
         .collect();
     if known.is_empty() {
+        ctx.record_phase(&proxy.uid().unwrap_or_default(), None);
         return Ok(Action::await_change());
     }
     let handle = ctx.providers.get(&proxy.spec.provider).ok_or_else(|| {
@@ -69,5 +70,6 @@ pub async fn cleanup(proxy: Arc<Proxy>, ctx: Arc<Context>) -> Result<Action, Err
         format!("all instances deleted on provider {}", handle.name),
     )
     .await;
+    ctx.record_phase(&proxy.uid().unwrap_or_default(), None);
     Ok(Action::await_change())
 }

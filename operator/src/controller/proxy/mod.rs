@@ -60,6 +60,8 @@ pub struct Context {
     /// Per Proxy UID: no provider call before this instant while the generation stays the same. Watch
     /// events of owned objects would otherwise wake a Proxy in backoff and call the provider again.
     not_before: Mutex<HashMap<String, (Option<i64>, std::time::Instant)>>,
+    /// The phase last written for each Proxy UID, so the `egress_proxies{phase}` gauge moves with it.
+    phases: Mutex<HashMap<String, crate::crd::ProxyPhase>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -84,6 +86,7 @@ impl Context {
             metrics,
             failures: Mutex::default(),
             not_before: Mutex::default(),
+            phases: Mutex::default(),
         }
     }
 
@@ -115,6 +118,33 @@ impl Context {
     fn forget_failures(&self, uid: &str) {
         self.failures.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
         self.not_before.lock().unwrap_or_else(|p| p.into_inner()).remove(uid);
+    }
+
+    /// Moves the Proxy from its previous phase to `phase` in the gauge; `None` when it is gone.
+    pub(crate) fn record_phase(&self, uid: &str, phase: Option<crate::crd::ProxyPhase>) {
+        use crate::metrics::PhaseLabels;
+        let mut phases = self.phases.lock().unwrap_or_else(|p| p.into_inner());
+        let previous = match phase {
+            Some(phase) => phases.insert(uid.to_owned(), phase),
+            None => phases.remove(uid),
+        };
+        if previous == phase {
+            return;
+        }
+        if let Some(previous) = previous {
+            self.metrics
+                .proxies_by_phase
+                .get_or_create(&PhaseLabels {
+                    phase: previous.as_str(),
+                })
+                .dec();
+        }
+        if let Some(phase) = phase {
+            self.metrics
+                .proxies_by_phase
+                .get_or_create(&PhaseLabels { phase: phase.as_str() })
+                .inc();
+        }
     }
 
     /// Holds provider calls for this Proxy until `delay` has passed, unless its generation changes.
