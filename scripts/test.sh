@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/egress-proxies/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
+echo "== system packages the tests need"
+scripts/install-test-deps.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"

@@ -123,7 +123,8 @@ async fn no_log_line_ever_shows_the_password_or_the_cloud_init() {
     let sentinel = "sentinel-log-9d2f47e1-must-not-leak";
     let fake = FakeProvider::new(FakeOptions::default());
     let timeouts = CallTimeouts {
-        create: Duration::from_millis(300),
+        // Long enough for a debug build on a busy 2-core machine; the hung Create below waits it out.
+        create: Duration::from_secs(2),
         ..CallTimeouts::default()
     };
     let daemon = UnixDaemon::start_with_timeouts(fake.clone(), timeouts).await;

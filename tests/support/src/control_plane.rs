@@ -215,8 +215,9 @@ fn apiserver_args(dir: &Path, pki: &pki::PkiFiles, etcd_client: u16, port: u16) 
             "--service-account-signing-key-file={}",
             path(&pki.service_account_private)
         ),
-        // Only an allocation range for Service cluster IPs; nothing routes to it.
-        "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+        // Only an allocation range for Service cluster IPs; nothing routes to it. A /16, because every
+        // Proxy gets a Service: the scale benchmark makes over 13,000, where a /24 runs out at 254.
+        "--service-cluster-ip-range=10.0.0.0/16".to_owned(),
         // The `kubernetes` Service's endpoints would be 127.0.0.1, which Endpoints validation refuses
         // every 10 s; nothing in the tests reaches the apiserver through that Service.
         "--endpoint-reconciler-type=none".to_owned(),
