@@ -32,7 +32,7 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
         Controller, WatchStreamExt,
-        controller::Action,
+        controller::{self, Action},
         events::{Event, EventType, Recorder, Reporter},
         finalizer::{Event as FinalizerEvent, finalizer},
         predicates, reflector, watcher,
@@ -47,6 +47,13 @@ use crate::{
 };
 
 const CONTROLLER: &str = "proxy";
+
+/// Proxies reconciled at once; the others wait in the controller's queue. Each reconcile in flight holds
+/// an apiserver connection while it writes (the kube client speaks HTTP/1.1, one request per connection),
+/// so without a bound 10,000 Proxies applied at once open thousands of TLS connections, the apiserver
+/// answers them 504 after its 60 s timeout, the client retries, and almost nothing reaches Running
+/// (docs/benchmarks.md, "Operator at scale"). Provider calls have their own cap per provider below this.
+const MAX_CONCURRENT_RECONCILES: u16 = 64;
 
 /// What every reconcile shares.
 pub struct Context {
@@ -242,6 +249,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         .applied_objects()
         .predicate_filter(meaningful_change, Default::default());
     Controller::for_stream(stream, reader)
+        .with_config(controller::Config::default().concurrency(MAX_CONCURRENT_RECONCILES))
         .owns(api::<Secret>(&client, ns), managed.clone())
         .owns(api::<Service>(&client, ns), managed.clone())
         .owns(api::<EndpointSlice>(&client, ns), managed)
