@@ -6,8 +6,12 @@
 //!    operator measurement, in fresh namespaces;
 //! 2. **operator**: N Proxies applied at once in a fresh namespace; the time until a watch has seen every
 //!    one Running, per-Proxy latency (create sent → Running seen), and the ratio to the baseline;
-//! 3. **memory**: the operator's VmRSS / VmHWM with M Proxies at rest, beside its RSS with none.
+//! 3. **memory**: M Proxies with a fresh operator: its VmRSS / VmHWM before any Proxy, once all are Running
+//!    and it is idle (or 60 s have passed), over the next 120 s also the steady-state load (reconciles,
+//!    provider Gets and apiserver requests per second), and from a restarted operator that has reconciled
+//!    them all again.
 //!
+//! It prints markdown tables; docs/benchmarks.md ("Operator at scale") records a run and reads it.
 //! ```sh
 //! cargo build --release -p egress-provider-fake -p egress-operator
 //! cargo bench -p egress-operator --bench scale
@@ -75,10 +79,13 @@ const BUILD_COMMAND: &str = "cargo build --release -p egress-provider-fake -p eg
 fn main() -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        // Ctrl-C drops the bench future, and with it the child processes and the control plane.
+        // Ctrl-C or SIGTERM (`timeout`, CI) drops the bench future, and with it the child processes, their
+        // temporary directory and the control plane.
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             result = bench() => result,
             _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
+            _ = term.recv() => Err(anyhow!("terminated")),
         }
     })
 }
@@ -892,6 +899,8 @@ fn cpu_of(watched: &Watched, before: &[f64], after: &[f64]) -> Vec<(&'static str
 
 /// What the operator did per Proxy, from its own metrics once idle.
 struct OperatorCounts {
+    /// One Running Proxy as JSON, bytes: all of it, and its managedFields.
+    proxy_json: (usize, usize),
     reconciles: f64,
     reconcile_errors: f64,
     rpcs: BTreeMap<String, f64>,
@@ -995,11 +1004,17 @@ async fn operator_run(
         .collect();
     drop(watch);
 
-    let idle = wait_idle(stack.operator.pid(), Duration::from_secs(300)).await?;
+    let idle = wait_idle(stack.operator.pid(), Duration::from_secs(60)).await?;
     let requests_to_idle = difference(&request_counts(client).await?, &requests_before);
     let rss = memory(stack.operator.pid())?;
     let (_, metrics) = http_get(stack.addr, "/metrics").await?;
+    let sample = api.get(&names[0]).await?;
+    let proxy_json = (
+        serde_json::to_vec(&sample)?.len(),
+        serde_json::to_vec(&sample.metadata.managed_fields)?.len(),
+    );
     let counts = OperatorCounts {
+        proxy_json,
         reconciles: operator_metric(&metrics, "egress_reconciles_total", None)
             .values()
             .fold(0.0, |a, b| a + b),
@@ -1025,6 +1040,44 @@ async fn operator_run(
         cpu: cpu_of(&watched, &cpu_before, &cpu_after),
     };
     Ok((timing, counts, stack))
+}
+
+/// What the operator and the apiserver do while all Proxies are Running and nothing changes.
+struct Steady {
+    window: Duration,
+    requests: RequestCounts,
+    reconciles: f64,
+    gets: f64,
+    operator_cpu: f64,
+    apiserver_cpu: f64,
+}
+
+async fn operator_totals(addr: SocketAddr) -> Result<(f64, f64)> {
+    let (_, metrics) = http_get(addr, "/metrics").await?;
+    let reconciles = operator_metric(&metrics, "egress_reconciles_total", None)
+        .values()
+        .fold(0.0, |a, b| a + b);
+    let gets = operator_metric(&metrics, "egress_provider_rpc_duration_seconds_count", Some("method"))
+        .get("Get")
+        .copied()
+        .unwrap_or(0.0);
+    Ok((reconciles, gets))
+}
+
+async fn steady_state(client: &Client, stack: &Stack, apiserver: u32, window: Duration) -> Result<Steady> {
+    let requests_before = request_counts(client).await?;
+    let (reconciles_before, gets_before) = operator_totals(stack.addr).await?;
+    let cpu_before = (cpu_seconds(stack.operator.pid())?, cpu_seconds(apiserver)?);
+    tokio::time::sleep(window).await;
+    let (reconciles, gets) = operator_totals(stack.addr).await?;
+    Ok(Steady {
+        window,
+        requests: difference(&request_counts(client).await?, &requests_before),
+        reconciles: reconciles - reconciles_before,
+        gets: gets - gets_before,
+        operator_cpu: cpu_seconds(stack.operator.pid())? - cpu_before.0,
+        apiserver_cpu: cpu_seconds(apiserver)? - cpu_before.1,
+    })
 }
 
 /// Replaces the stack's operator by a fresh process and waits until it has reconciled every one of the `n`
@@ -1067,7 +1120,7 @@ fn mib(bytes: u64) -> f64 {
 }
 
 fn total_requests(counts: &RequestCounts) -> f64 {
-    counts.values().sum()
+    counts.values().fold(0.0, |a, b| a + b)
 }
 
 /// The ratio is printed for runs of `n` Proxies, the baseline's size.
@@ -1183,11 +1236,11 @@ async fn bench() -> Result<()> {
             timing.total.as_secs_f64(),
             LATER.as_secs()
         );
-        tokio::time::sleep(LATER).await;
+        let steady = steady_state(&client, &stack, ids.kube_apiserver, LATER).await?;
         let later = (memory(stack.operator.pid())?, sockets(stack.operator.pid()));
         eprintln!("  restarting the operator");
         let restarted = restart(&settings, &plane, &mut stack, m).await?;
-        Some((timing, counts, later, restarted))
+        Some((timing, counts, later, restarted, steady))
     } else {
         None
     };
@@ -1200,7 +1253,7 @@ async fn bench() -> Result<()> {
     );
     println!();
     let mut timings = vec![&base1, &run, &base2];
-    if let Some((timing, _, _, _)) = &memory_run {
+    if let Some((timing, _, _, _, _)) = &memory_run {
         timings.push(timing);
     }
     print_timings(&timings, n, floor);
@@ -1213,7 +1266,7 @@ async fn bench() -> Result<()> {
         ("operator, until all Running", nf, &run.requests),
         ("operator, until idle", nf, &counts.requests_to_idle),
     ];
-    if let Some((timing, counts, _, _)) = &memory_run {
+    if let Some((timing, counts, _, _, _)) = &memory_run {
         columns.push((
             "memory run, until idle",
             timing.proxies as f64,
@@ -1234,7 +1287,7 @@ async fn bench() -> Result<()> {
     );
     println!("|---|---:|---:|---|---|---:|---|---:|");
     let mut runs = vec![(&run, &counts)];
-    if let Some((timing, counts, _, _)) = &memory_run {
+    if let Some((timing, counts, _, _, _)) = &memory_run {
         runs.push((timing, counts));
     }
     for (timing, counts) in &runs {
@@ -1254,13 +1307,44 @@ async fn bench() -> Result<()> {
             rpcs.join(", "),
             calls.join(", "),
             counts.log_lines as f64 / per,
-            if counts.idle { "yes" } else { "no (300 s)" },
+            if counts.idle { "yes" } else { "no (60 s)" },
             counts.peak_sockets,
             counts.sockets_at_rest,
         );
     }
     println!();
-    println!("### Operator memory (at rest: under 2 % of a core over 5 s)");
+    println!(
+        "One Running Proxy as JSON: {} bytes, of which managedFields {} bytes.",
+        counts.proxy_json.0, counts.proxy_json.1
+    );
+    if let Some((timing, _, _, _, steady)) = &memory_run {
+        let seconds = steady.window.as_secs_f64();
+        println!();
+        println!(
+            "### Steady state with {} Proxies Running, nothing changing ({:.0} s right after all were Running)",
+            timing.proxies, seconds
+        );
+        println!();
+        println!("| reconciles/s | provider Get/s | apiserver requests/s | operator CPU | kube-apiserver CPU |");
+        println!("|---:|---:|---:|---:|---:|");
+        println!(
+            "| {:.1} | {:.1} | {:.1} | {:.0} % of a core | {:.0} % of a core |",
+            steady.reconciles / seconds,
+            steady.gets / seconds,
+            total_requests(&steady.requests) / seconds,
+            100.0 * steady.operator_cpu / seconds,
+            100.0 * steady.apiserver_cpu / seconds,
+        );
+        println!();
+        let requests: Vec<String> = steady
+            .requests
+            .iter()
+            .map(|((verb, resource), count)| format!("{verb} {resource} {:.1}/s", count / seconds))
+            .collect();
+        println!("Requests: {}.", requests.join(", "));
+    }
+    println!();
+    println!("### Operator memory (at rest: under 2 % of a core over 5 s, or after 60 s)");
     println!();
     println!("| operator | state | VmRSS MiB | VmHWM MiB | RSS above its own start, bytes per Proxy |");
     println!("|---|---|---:|---:|---:|");
@@ -1278,7 +1362,7 @@ async fn bench() -> Result<()> {
             Some((n, counts.idle_rss.0)),
         ),
     ];
-    if let Some((timing, counts, later, restarted)) = &memory_run {
+    if let Some((timing, counts, later, restarted, _)) = &memory_run {
         let m = timing.proxies;
         rows.push((
             "memory run",
