@@ -53,13 +53,34 @@ step "downloading Go modules for kubernetes $KUBERNETES_VERSION and etcd $ETCD_V
 (cd "$cp_modules/kubernetes" && go mod download)
 (cd "$cp_modules/etcd" && go mod download)
 
-step "building etcd $ETCD_VERSION"
-(cd "$cp_modules/etcd" && go build -trimpath -ldflags "-s -w" -o "$work/etcd" go.etcd.io/etcd/server/v3)
+# Runs a `go build -v` in the background and prints, every 15 s, how many packages it has compiled so
+# far, so a first build (minutes of silence otherwise) shows it is moving. The package list goes to a log
+# under the work directory; go's own errors still reach the terminal.
+go_build_with_progress() {
+  local what="$1" dir="$2" log="$work/$1.packages"
+  shift 2
+  (cd "$dir" && go build -v "$@" 2>"$log") &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+      sleep 1
+      kill -0 "$pid" 2>/dev/null || break
+    done
+    kill -0 "$pid" 2>/dev/null && echo "   ... $what: $(grep -cv '^#\|: ' "$log") packages compiled, $((SECONDS - started))s"
+  done
+  if ! wait "$pid"; then
+    grep -v '^[a-z0-9._/-]*$' "$log" >&2 || true
+    echo "error: building $what failed" >&2
+    return 1
+  fi
+}
 
-step "building kube-apiserver and kubectl $KUBERNETES_VERSION (the long step; GOCACHE=$GOCACHE)"
-(cd "$cp_modules/kubernetes" &&
-  go build -trimpath -ldflags "$k8s_ldflags" -o "$work/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
+step "building etcd $ETCD_VERSION"
+go_build_with_progress etcd "$cp_modules/etcd" -trimpath -ldflags "-s -w" -o "$work/etcd" go.etcd.io/etcd/server/v3
+
+step "building kube-apiserver and kubectl $KUBERNETES_VERSION (the long step, about 3 minutes cold; GOCACHE=$GOCACHE)"
+go_build_with_progress kube-apiserver+kubectl "$cp_modules/kubernetes" -trimpath -ldflags "$k8s_ldflags" -o "$work/" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 
 for b in etcd kube-apiserver kubectl; do mv -f "$work/$b" "$bin/$b"; done
 if ! versions_ok; then

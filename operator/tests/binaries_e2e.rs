@@ -5,40 +5,18 @@
 use std::{
     io::{Read, Write},
     path::PathBuf,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    process::{Command, Stdio},
+    time::Duration,
 };
 
-use egress_test_support::ControlPlane;
+use egress_test_support::{ChildProcess, ControlPlane, binary_beside, poll_until};
 
-/// A child process killed when dropped.
-struct Process(Child);
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `egress-provider-fake` sits beside `egress-operator` in the target directory.
 fn fake_daemon_binary() -> PathBuf {
-    let operator = PathBuf::from(env!("CARGO_BIN_EXE_egress-operator"));
-    let fake = operator.with_file_name("egress-provider-fake");
-    assert!(
-        fake.exists(),
-        "{} is missing: run `cargo build -p egress-provider-fake` first",
-        fake.display()
-    );
-    fake
+    binary_beside(env!("CARGO_BIN_EXE_egress-operator"), "egress-provider-fake")
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    egress_test_support::free_port().unwrap()
 }
 
 fn http_get(port: u16, path: &str) -> String {
@@ -54,11 +32,7 @@ fn http_get(port: u16, path: &str) -> String {
 }
 
 fn wait_until(what: &str, timeout: Duration, done: impl Fn() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    assert!(poll_until(timeout, done), "timed out waiting for {what}");
 }
 
 #[tokio::test]
@@ -68,13 +42,13 @@ async fn the_operator_and_the_fake_daemon_binaries_run_a_proxy_from_apply_to_del
     let ns = plane.namespace("binaries").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("fake.sock");
-    let _fake = Process(
+    let _fake = ChildProcess::spawn(
+        "egress-provider-fake",
         Command::new(fake_daemon_binary())
             .args(["--listen", &format!("unix://{}", socket.display())])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+            .stdout(Stdio::null()),
+    )
+    .unwrap();
     wait_until("the fake daemon's socket", Duration::from_secs(20), || socket.exists());
 
     let config = dir.path().join("operator.yaml");
@@ -87,7 +61,8 @@ async fn the_operator_and_the_fake_daemon_binaries_run_a_proxy_from_apply_to_del
     )
     .unwrap();
     let port = free_port();
-    let _operator = Process(
+    let _operator = ChildProcess::spawn(
+        "egress-operator",
         Command::new(env!("CARGO_BIN_EXE_egress-operator"))
             .args([
                 "--config",
@@ -98,10 +73,9 @@ async fn the_operator_and_the_fake_daemon_binaries_run_a_proxy_from_apply_to_del
             ])
             .args(["--http-addr", &format!("127.0.0.1:{port}")])
             .env("KUBECONFIG", plane.kubeconfig_path())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+            .stdout(Stdio::null()),
+    )
+    .unwrap();
     wait_until("/readyz", Duration::from_secs(30), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && http_get(port, "/readyz").contains("200 OK")
     });

@@ -13,6 +13,7 @@ mod convert;
 pub mod credentials;
 pub mod daemon;
 pub mod error;
+pub mod locks;
 pub mod model;
 mod profiles;
 pub mod propagation;

@@ -3,40 +3,29 @@
 
 use std::{
     path::PathBuf,
-    process::{Child, Command, Stdio},
-    time::{Duration, Instant},
+    process::{Command, Stdio},
+    time::Duration,
 };
 
 use clap::Parser;
+use egress_test_support::{ChildProcess, poll_until};
 use provider_conformance::cli::{Args, run};
 use provider_sdk::testing::TestPki;
 
 /// The daemon as a child process, killed when dropped.
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_daemon(args: &[&str]) -> Daemon {
-    let child = Command::new(env!("CARGO_BIN_EXE_egress-provider-fake"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("egress-provider-fake starts");
-    Daemon(child)
+fn start_daemon(args: &[&str]) -> ChildProcess {
+    ChildProcess::spawn(
+        "egress-provider-fake",
+        Command::new(env!("CARGO_BIN_EXE_egress-provider-fake"))
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null()),
+    )
+    .expect("egress-provider-fake starts")
 }
 
 fn wait_for(ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready() {
-        assert!(Instant::now() < deadline, "the daemon did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(poll_until(Duration::from_secs(20), ready), "the daemon did not come up");
 }
 
 async fn conformance(args: &[&str]) -> (String, std::process::ExitCode) {
@@ -70,11 +59,7 @@ async fn the_fake_daemon_passes_conformance_over_a_unix_socket() {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    egress_test_support::free_port().unwrap()
 }
 
 #[tokio::test]

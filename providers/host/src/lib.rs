@@ -8,7 +8,6 @@ pub mod config;
 mod create;
 mod delete;
 pub mod error;
-mod locks;
 pub mod pool;
 pub mod process;
 pub mod provider;

@@ -19,11 +19,11 @@ use tracing::Instrument;
 use crate::{
     config::Settings,
     error::{HostError, classify},
-    locks::NameLocks,
     record::Record,
     startup::{self, StartError},
     supervisor::{OnServed, Supervisor, SupervisorConfig, Target},
 };
+use provider_sdk::locks::NameLocks;
 
 pub const PROVIDER_TYPE: &str = "host";
 

@@ -20,7 +20,6 @@ use secrecy::ExposeSecret;
 
 use crate::{
     config::Settings,
-    locks::NameLocks,
     process,
     provider::{Entry, Inner, TRASH_PREFIX},
     record::write_atomic,
@@ -28,6 +27,7 @@ use crate::{
     supervisor::{Supervisor, SupervisorConfig},
     tinyproxy::{self, CONF_FILE, ProxyConf},
 };
+use provider_sdk::locks::NameLocks;
 
 /// Why the daemon cannot start (exit code 1).
 #[derive(Debug, thiserror::Error)]

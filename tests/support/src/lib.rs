@@ -31,9 +31,11 @@ mod error;
 mod kubeconfig;
 mod namespace;
 mod pki;
+mod process;
 mod readiness;
 mod shared;
 mod supervisor;
+mod traffic;
 
 pub use binaries::{BUILD_COMMAND, Binaries, DIR_ENV, etcd_version, kubernetes_version};
 pub use control_plane::{Builder, ControlPlane, ProcessIds};
@@ -42,4 +44,6 @@ pub use error::Error;
 pub use kubeconfig::CONTEXT;
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use pki::ADMIN_USER;
+pub use process::{ChildProcess, binary_beside, free_port, is_alive, poll_until, send_signal};
 pub use supervisor::is_running;
+pub use traffic::{Answer, ProxiedGet, start_echo_server};

@@ -20,6 +20,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -85,6 +86,10 @@ impl Supervisor {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
+            // A process group of its own: Ctrl-C in a terminal reaches the program that owns the control
+            // plane (a test runner, the demo), which then stops it in order; the lifeline still stops it
+            // however that program exits.
+            .process_group(0)
             .spawn()
             .map_err(Error::io("starting the /bin/sh supervisor"))?;
         let lifeline = child.stdin.take();

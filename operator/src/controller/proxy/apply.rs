@@ -4,7 +4,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use k8s_openapi::{api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::Time};
+use k8s_openapi::{api::core::v1::Secret, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{Api, ResourceExt, runtime::controller::Action, runtime::events::EventType};
 use provider_sdk::ErrorClass;
 
@@ -23,6 +23,10 @@ use crate::crd::{InstanceRef, Proxy, ProxyPhase, ProxyStatus};
 const PROVISIONING_POLL: Duration = Duration::from_secs(2);
 /// How often a running instance is checked for loss on the backend.
 const RUNNING_RESYNC: Duration = Duration::from_secs(300);
+/// How long a replaced instance keeps serving after the status, the Service and the Secret name its
+/// successor, so that readers of the old endpoint (a lagging watch, a connection in flight) can move. The
+/// old instance is never retired in the pass that publishes the new one: the status is written first.
+const RETIRE_GRACE: Duration = Duration::from_secs(5);
 /// How often a spec that names a missing Secret is looked at again; no provider call is made meanwhile.
 const SPEC_RECHECK: Duration = Duration::from_secs(60);
 
@@ -222,8 +226,7 @@ async fn progress(proxy: &Proxy, status: &mut ProxyStatus, ctx: &Context) -> Res
             status.endpoint = Some(format!("{}://{ip}:{}", proxy.spec.protocol.scheme(), proxy.spec.port));
             status.spec_hash = Some(hash);
             status.created_at = Some(Time(
-                k8s_openapi::jiff::Timestamp::try_from(instance.created_at)
-                    .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
+                Timestamp::try_from(instance.created_at).unwrap_or_else(|_| Timestamp::now()),
             ));
             set_condition(
                 status,
@@ -252,15 +255,77 @@ async fn progress(proxy: &Proxy, status: &mut ProxyStatus, ctx: &Context) -> Res
             Action::requeue(RUNNING_RESYNC)
         }
     };
-    if !status.retiring.is_empty() && instance::retire(proxy, status, &handle, ctx).await? {
-        return Ok(Action::requeue(PROVISIONING_POLL));
+    if !status.retiring.is_empty() {
+        if let Some(wait) = retire_wait(status, Timestamp::now()) {
+            return Ok(Action::requeue(wait));
+        }
+        if instance::retire(proxy, status, &handle, ctx).await? {
+            return Ok(Action::requeue(PROVISIONING_POLL));
+        }
     }
     Ok(action)
+}
+
+/// What is left of [`RETIRE_GRACE`] since the serving instance became up to date (the swap), or `None`
+/// when retiring may start. Without an up-to-date serving instance nothing was swapped in, and what
+/// retires was never published.
+fn retire_wait(status: &ProxyStatus, now: Timestamp) -> Option<Duration> {
+    let swapped_at = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == UP_TO_DATE && c.status == "True")?
+        .last_transition_time
+        .0;
+    let since = Duration::try_from(now.duration_since(swapped_at)).unwrap_or_default();
+    RETIRE_GRACE.checked_sub(since).filter(|left| !left.is_zero())
 }
 
 fn reason_for(which: Slot) -> &'static str {
     match which {
         Slot::Serving => "SpecApplied",
         Slot::Pending => "ReplacementStarting",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::SignedDuration;
+
+    use super::*;
+
+    fn swapped_at(at: Timestamp, value: bool) -> ProxyStatus {
+        let mut status = ProxyStatus::default();
+        crate::conditions::set(
+            &mut status.conditions,
+            UP_TO_DATE,
+            value,
+            "R",
+            String::new(),
+            None,
+            Time(at),
+        );
+        status
+    }
+
+    #[test]
+    fn retiring_waits_for_the_grace_after_the_swap() {
+        let swap = Timestamp::now();
+        let status = swapped_at(swap, true);
+        assert_eq!(
+            retire_wait(&status, swap),
+            Some(RETIRE_GRACE),
+            "never in the pass that swaps"
+        );
+        let later = swap.checked_add(SignedDuration::from_secs(2)).unwrap();
+        assert_eq!(retire_wait(&status, later), Some(RETIRE_GRACE - Duration::from_secs(2)));
+        let after = swap.checked_add(SignedDuration::from_secs(5)).unwrap();
+        assert_eq!(retire_wait(&status, after), None);
+    }
+
+    #[test]
+    fn what_was_never_published_retires_at_once() {
+        let now = Timestamp::now();
+        assert_eq!(retire_wait(&swapped_at(now, false), now), None);
+        assert_eq!(retire_wait(&ProxyStatus::default(), now), None);
     }
 }

@@ -11,16 +11,14 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub use egress_test_support::Answer;
+use egress_test_support::ProxiedGet;
 use provider_sdk::{
     client::{CallTimeouts, ProviderClient, ProviderEndpoint},
     model::*,
 };
 use rand::Rng;
 use secrecy::SecretString;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::{TcpListener, TcpStream},
-};
 
 pub const USERNAME: &str = "egress";
 pub const PASSWORD: &str = "pw-0123456789.test";
@@ -231,102 +229,24 @@ pub async fn pool_free(client: &ProviderClient) -> usize {
 
 /// True while `pid` is a process that has not exited.
 pub fn is_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
-    })
+    egress_test_support::is_alive(pid)
 }
 
 /// A port nothing listens on at the moment, on every loopback address.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    egress_test_support::free_port().unwrap()
 }
 
 /// An HTTP server on 127.0.0.1 that answers every request with the address of the peer it saw.
 pub async fn echo_server() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut stream, peer)) = listener.accept().await {
-            tokio::spawn(async move {
-                let _ = read_head(&mut stream).await;
-                let body = peer.ip().to_string();
-                let answer = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = stream.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    port
-}
-
-async fn read_head(stream: &mut TcpStream) -> std::io::Result<Vec<u8>> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if stream.read(&mut byte).await? == 0 {
-            break;
-        }
-        head.push(byte[0]);
-    }
-    Ok(head)
-}
-
-/// What a proxied request got back: the status code (or `None` when the proxy closed without an
-/// answer) and the body.
-#[derive(Debug)]
-pub struct Answer {
-    pub status: Option<u16>,
-    pub body: String,
+    egress_test_support::start_echo_server().await.expect("echo server")
 }
 
 /// `GET http://127.0.0.1:<target_port>/` through the proxy at `proxy`, with basic credentials when given.
 pub async fn get_through(proxy: (Ipv4Addr, u16), target_port: u16, credentials: Option<(&str, &str)>) -> Answer {
-    let mut stream = TcpStream::connect(proxy).await.expect("connect to the proxy");
-    let mut request = format!("GET http://127.0.0.1:{target_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{target_port}\r\n");
+    let mut get = ProxiedGet::new(proxy.into(), target_port);
     if let Some((user, password)) = credentials {
-        let token = base64(format!("{user}:{password}").as_bytes());
-        request.push_str(&format!("Proxy-Authorization: Basic {token}\r\n"));
+        get = get.credentials(user, password);
     }
-    request.push_str("Connection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await;
-    assert!(read.is_ok(), "the proxy did not answer within 10 s");
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let status = text
-        .strip_prefix("HTTP/1.")
-        .and_then(|rest| rest.get(2..5))
-        .and_then(|code| code.parse().ok());
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Answer { status, body }
-}
-
-/// Standard base64 with padding.
-pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    get.send().await.expect("a proxied request")
 }

@@ -1,6 +1,6 @@
-//! Per-name locks: Create and Delete of one instance name run one at a time, while calls for other names
-//! never wait on each other (contract §1.3). A lock is held through a guard that releases on drop, and
-//! the map forgets a name once nobody holds or waits for its lock.
+//! Per-name locks for providers: Create and Delete of one instance name run one at a time, while calls
+//! for other names never wait on each other (contract §1.3). A lock is held through a guard that releases
+//! on drop, and the map forgets a name once nobody holds or waits for its lock.
 
 use std::{
     collections::HashMap,
