@@ -6,8 +6,6 @@
 #![allow(dead_code)]
 
 use std::{
-    io::{Read, Write},
-    net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
@@ -24,84 +22,7 @@ pub const MOTO_AMI: &str = "ami-785db401";
 pub const USERNAME: &str = "egress";
 pub const PASSWORD: &str = "pw-0123456789.test";
 
-/// A moto EC2 server of one test. Each test has its own, so tests never see each other's instances.
-#[derive(Debug)]
-pub struct Moto {
-    child: Child,
-    pub port: u16,
-}
-
-impl Moto {
-    pub fn start() -> Self {
-        let program = moto_server();
-        let port = free_port();
-        let child = Command::new(&program)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
-        let moto = Moto { child, port };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while moto.request("GET", "/moto-api/").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "moto did not answer on 127.0.0.1:{port} within 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        moto
-    }
-
-    /// Stops the server: the endpoint becomes unreachable.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn request(&self, method: &str, path: &str) -> Option<String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-        let request =
-            format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).ok()?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).ok()?;
-        Some(answer)
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// `$MOTO_SERVER`, `moto_server` on the PATH, or the virtualenv scripts/install-test-deps.sh makes.
-fn moto_server() -> PathBuf {
-    if let Some(path) = std::env::var_os("MOTO_SERVER") {
-        return path.into();
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("moto_server"));
-    let venv = std::env::var_os("MOTO_VENV")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache/egress-proxies/moto-venv")))
-        .map(|venv| venv.join("bin/moto_server"));
-    on_path.chain(venv).find(|path| path.is_file()).unwrap_or_else(|| {
-        panic!(
-            "moto is not installed: no moto_server on the PATH or in $MOTO_VENV/bin. \
-             Run scripts/install-test-deps.sh (it installs PyPI moto[server,ec2] into a virtualenv)"
-        )
-    })
-}
+pub use egress_test_support::Moto;
 
 /// A temporary directory with the daemon's config (two regions of moto's, its shared credentials file)
 /// and socket.
@@ -227,7 +148,7 @@ impl Drop for Daemon {
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    egress_test_support::free_port().unwrap()
 }
 
 /// A Create request placed in us-east-1a with the catalogue's image.
