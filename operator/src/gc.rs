@@ -11,7 +11,6 @@
 //!   or is inside a provider's mark window);
 //! - its `cluster` mark is this operator's cluster id;
 //! - it is older than `min_age_seconds` by its `created_at`;
-//! - it is not already `Terminated`;
 //! - no Proxy with its UID exists, or the Proxy with its UID does not reference it: neither the serving,
 //!   pending nor retiring `InstanceRef` (nor the top-level `instanceName` / `providerID`) names it or its
 //!   provider ID. That second case is the leftover of a replacement, or of a Create whose outcome was lost
@@ -26,6 +25,10 @@
 //! touched, and by then the controller has either recorded the instance or abandoned it. The age is
 //! measured with the backend's clock against ours, so it must also be far longer than any clock skew.
 //!
+//! A `Terminated` orphan is deleted again: Delete is idempotent, and a provider lists an instance as
+//! `Terminated` while its teardown is unfinished (the AWS provider, while the instance's security group
+//! remains), so the next sweep's Delete finishes a teardown that a provider restart cut off.
+//!
 //! A provider whose listing fails is skipped for the round with a warning: a failed listing is never
 //! treated as empty, and the instances of a partial listing are never compared with the cluster.
 
@@ -37,7 +40,7 @@ use std::{
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use provider_sdk::{
     ProviderError,
-    model::{Instance, InstanceState, ListFilter},
+    model::{Instance, ListFilter},
 };
 
 use crate::{
@@ -165,8 +168,6 @@ pub enum Spared {
     Unmarked,
     /// Marked by another cluster.
     ForeignCluster,
-    /// Already being torn down.
-    Terminating,
     /// An orphan, but younger than the minimum age.
     Young,
     /// Its Proxy references it.
@@ -193,9 +194,6 @@ pub fn decide(
     }
     if marks.cluster_id != cluster_id {
         return Verdict::Spare(Spared::ForeignCluster);
-    }
-    if instance.state == InstanceState::Terminated {
-        return Verdict::Spare(Spared::Terminating);
     }
     let orphaned = match cluster.proxies.get(&marks.proxy_uid) {
         None => Orphaned::ProxyGone,
@@ -245,17 +243,15 @@ pub async fn sweep(
         match decide(instance, &cluster, now, min_age, cluster_id) {
             Verdict::Spare(Spared::Young) => report.spared_young += 1,
             Verdict::Spare(Spared::Owned) => report.spared_owned += 1,
-            Verdict::Spare(why @ (Spared::Unmarked | Spared::ForeignCluster | Spared::Terminating)) => {
+            Verdict::Spare(why @ (Spared::Unmarked | Spared::ForeignCluster)) => {
                 report.spared_other += 1;
-                if why != Spared::Terminating {
-                    tracing::warn!(
-                        provider = %provider.name,
-                        instance = %instance.name,
-                        provider_id = %instance.provider_id,
-                        spared = ?why,
-                        "ListByTag returned an instance outside its filter; left alone"
-                    );
-                }
+                tracing::warn!(
+                    provider = %provider.name,
+                    instance = %instance.name,
+                    provider_id = %instance.provider_id,
+                    spared = ?why,
+                    "ListByTag returned an instance outside its filter; left alone"
+                );
             }
             Verdict::Delete(why) => match provider.delete(&instance.provider_id).await {
                 Ok(()) => {
@@ -327,7 +323,7 @@ pub async fn run(
 
 #[cfg(test)]
 mod tests {
-    use provider_sdk::model::{Marks, ProviderId};
+    use provider_sdk::model::{InstanceState, Marks, ProviderId};
 
     use super::*;
 
@@ -431,13 +427,16 @@ mod tests {
     }
 
     #[test]
-    fn a_terminating_orphan_is_spared() {
-        let mut terminating = instance("px-a", OLD);
-        terminating.state = InstanceState::Terminated;
+    fn a_terminated_orphan_is_deleted_again_to_finish_its_teardown() {
+        let mut terminated = instance("px-a", OLD);
+        terminated.state = InstanceState::Terminated;
         assert_eq!(
-            verdict(&terminating, &empty_cluster()),
-            Verdict::Spare(Spared::Terminating)
+            verdict(&terminated, &empty_cluster()),
+            Verdict::Delete(Orphaned::ProxyGone)
         );
+        let mut young = instance("px-a", Duration::from_secs(1));
+        young.state = InstanceState::Terminated;
+        assert_eq!(verdict(&young, &empty_cluster()), Verdict::Spare(Spared::Young));
     }
 
     #[test]

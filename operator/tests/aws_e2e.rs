@@ -111,9 +111,19 @@ async fn the_sample_proxy_runs_on_ec2_through_the_operator_and_leaves_nothing_be
     assert!(provider_id.starts_with("aws://us-east-1/i-"), "{provider_id}");
     let ip = status.ip.clone().expect("a public IPv4 in the status");
     assert_eq!(status.endpoint.as_deref(), Some(format!("http://{ip}:3128").as_str()));
+    // Once Ready, the Secret names the instance at every moment: the reconciles that follow (woken by the
+    // operator's own writes, reading a cached Proxy) must not rewrite it without the endpoint.
     let secrets: Api<Secret> = ns.api();
-    let secret = secrets.get("office-egress-proxy").await.expect("the consumer Secret");
-    let endpoint = String::from_utf8(secret.data.unwrap()["endpoint"].0.clone()).unwrap();
+    let mut endpoint = String::new();
+    for _ in 0..30 {
+        let secret = secrets.get("office-egress-proxy").await.expect("the consumer Secret");
+        let data = secret.data.unwrap_or_default();
+        let value = data
+            .get("endpoint")
+            .expect("the Secret lost its endpoint key after Ready");
+        endpoint = String::from_utf8(value.0.clone()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(
         endpoint.ends_with(&format!("@{ip}:3128")),
         "the Secret's endpoint names the instance"

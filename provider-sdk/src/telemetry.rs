@@ -98,7 +98,11 @@ where
         .with_tracked_inactivity(false);
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let events_only = filter_fn(|metadata| metadata.is_event());
-    let registry = tracing_subscriber::registry().with(filter).with(otel);
+    let no_body_dumps = filter_fn(|metadata| !dumps_bodies(metadata));
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(no_body_dumps)
+        .with(otel);
     match format {
         LogFormat::Json => Box::new(
             registry.with(
@@ -119,5 +123,65 @@ where
                     .with_filter(events_only),
             ),
         ),
+    }
+}
+
+/// Targets whose trace level prints whole HTTP bodies: the AWS SDK's orchestrator logs every response
+/// body, which for STS holds session credentials. Their trace events are dropped whatever `RUST_LOG` says,
+/// before the log layer and before OpenTelemetry (which would attach them to spans as span events).
+const BODY_DUMPING_TARGETS: &[&str] = &["aws_smithy_runtime"];
+
+fn dumps_bodies(metadata: &tracing::Metadata<'_>) -> bool {
+    *metadata.level() == tracing::Level::TRACE
+        && BODY_DUMPING_TARGETS.iter().any(|target| {
+            metadata
+                .target()
+                .strip_prefix(target)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::*;
+
+    #[test]
+    fn trace_events_of_body_dumping_targets_are_dropped_and_nothing_else() {
+        let lines = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = lines.clone();
+        let writer = move || Sink(sink.clone());
+        let subscriber = tracing_subscriber::registry()
+            .with(filter_fn(|metadata| !dumps_bodies(metadata)))
+            .with(tracing_subscriber::fmt::layer().with_writer(writer).with_ansi(false));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::trace!(target: "aws_smithy_runtime::client::orchestrator", "body-of-a-response");
+            tracing::trace!(target: "aws_smithy_runtime", "body-at-the-crate-root");
+            tracing::debug!(target: "aws_smithy_runtime::client::orchestrator", "debug-is-kept");
+            tracing::trace!(target: "aws_smithy_runtime_api::client", "another-crate-is-kept");
+            tracing::trace!(target: "provider_sdk::server", "our-trace-is-kept");
+        });
+        let logged = String::from_utf8(lines.lock().unwrap().clone()).unwrap();
+        assert!(!logged.contains("body-of-a-response"), "{logged}");
+        assert!(!logged.contains("body-at-the-crate-root"), "{logged}");
+        for kept in ["debug-is-kept", "another-crate-is-kept", "our-trace-is-kept"] {
+            assert!(logged.contains(kept), "{kept} missing: {logged}");
+        }
+    }
+
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 }

@@ -267,6 +267,27 @@ impl Validate for AwsConfig {
                     }
                 }
             }
+            // Per-Proxy groups are made in vpcId; an instance launched without a subnet goes to the default
+            // VPC, where EC2 refuses a group of another VPC. So with vpcId every zone needs its subnet.
+            if region.vpc_id.is_some() && region.shared_security_group_id.is_none() {
+                if region.zones.is_empty() {
+                    v.push(ConfigViolation::new(
+                        format!("{at}.zones"),
+                        "{}",
+                        "must name at least one zone with a subnetId when vpcId is set",
+                    ));
+                }
+                for (zone, config) in &region.zones {
+                    if config.subnet_id.is_none() {
+                        v.push(ConfigViolation::new(
+                            format!("{at}.zones.{zone}.subnetId"),
+                            "",
+                            "is required with the region's vpcId: without a subnet the instance would launch into \
+                             the default VPC, where the per-Proxy group cannot be used",
+                        ));
+                    }
+                }
+            }
             if region.images.is_empty() {
                 v.push(ConfigViolation::new(
                     format!("{at}.images"),
@@ -516,6 +537,21 @@ mod tests {
         assert!(problems(text).contains("needs the region's vpcId"));
         let fixed = text.replace("    images", "    vpcId: vpc-0123456789abcdef0\n    images");
         parse::<AwsConfig>("aws.yaml", &fixed).unwrap();
+    }
+
+    #[test]
+    fn with_a_vpc_every_zone_needs_its_subnet() {
+        let text = "regions:\n  us-east-1:\n    vpcId: vpc-0123456789abcdef0\n    zones: {us-east-1a: {subnetId: subnet-0123456789abcdef0}, us-east-1b: {}}\n    images: {u: ami-785db401}\nmachineTypes: [t3.micro]\n";
+        let error = problems(text);
+        assert!(error.contains("regions.us-east-1.zones.us-east-1b.subnetId"), "{error}");
+        assert!(!error.contains("us-east-1a.subnetId"), "{error}");
+        let no_zones = "regions:\n  us-east-1:\n    vpcId: vpc-0123456789abcdef0\n    images: {u: ami-785db401}\nmachineTypes: [t3.micro]\n";
+        assert!(problems(no_zones).contains("must name at least one zone with a subnetId"));
+        let shared = text.replace(
+            "    images",
+            "    sharedSecurityGroupId: sg-0123456789abcdef0\n    images",
+        );
+        parse::<AwsConfig>("aws.yaml", &shared).unwrap();
     }
 
     #[test]

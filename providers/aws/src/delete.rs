@@ -144,13 +144,21 @@ async fn teardown(inner: &Inner, reference: &InstanceRef, name: &str, vpc_id: Op
         }
         tokio::time::sleep(budgets.poll()).await;
     }
-    // The name was Created again after this instance was terminated: the group is the successor's now.
-    if crate::create::live_instance_named(client, &reference.region, name).await? {
-        tracing::info!(name, "a live instance of this name uses the group; it stays");
-        return Ok(());
-    }
     loop {
-        match security_group::delete(client, &reference.region, name, vpc_id).await {
+        match remove_group(inner, client, &reference.region, name, vpc_id).await {
+            Ok(Removal::Done) => return Ok(()),
+            // A Create or Delete of the name holds its lock: ask again once it is done.
+            Ok(Removal::Busy) if Instant::now() < deadline => {
+                tracing::debug!(name, "the name's lock is busy; retrying");
+                tokio::time::sleep(budgets.poll()).await;
+            }
+            Ok(Removal::Busy) => {
+                tracing::warn!(
+                    name,
+                    "the name's lock stayed busy within the teardown budget; the group stays"
+                );
+                return Ok(());
+            }
             // EC2 releases the network interface a little after `terminated`.
             Err(AwsError::Api { failure, .. })
                 if failure.is(Ec2Code::DependencyViolation) && Instant::now() < deadline =>
@@ -158,7 +166,105 @@ async fn teardown(inner: &Inner, reference: &InstanceRef, name: &str, vpc_id: Op
                 tracing::debug!("the group is still in use; retrying");
                 tokio::time::sleep(budgets.poll()).await;
             }
-            other => return other,
+            Err(error) => return Err(error),
         }
+    }
+}
+
+/// What one attempt at removing the group came to.
+#[derive(Debug, PartialEq, Eq)]
+enum Removal {
+    /// Removed, absent, or kept for a live instance of the name.
+    Done,
+    /// The name's lock was held for the whole lock budget.
+    Busy,
+}
+
+/// Removes the group unless a live instance of the name uses it, under the name's lock: a Create of the
+/// name that found the group holds the lock until its instance is launched, so the check cannot pass
+/// between that Create finding the group and its RunInstances.
+async fn remove_group(
+    inner: &Inner,
+    client: &Client,
+    region: &str,
+    name: &str,
+    vpc_id: Option<&str>,
+) -> Result<Removal, AwsError> {
+    let Some(_guard) = inner.locks.lock(name, inner.config.budgets.lock()).await else {
+        return Ok(Removal::Busy);
+    };
+    // The name was Created again after this instance was terminated: the group is the successor's now.
+    if crate::create::live_instance_named(client, region, name).await? {
+        tracing::info!(name, "a live instance of this name uses the group; it stays");
+        return Ok(Removal::Done);
+    }
+    security_group::delete(client, region, name, vpc_id).await?;
+    Ok(Removal::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_ec2::types::Filter;
+
+    use super::*;
+    use crate::{
+        create::moto,
+        placement::{GroupMode, Target},
+    };
+
+    async fn groups_named(client: &Client, name: &str) -> usize {
+        let filter = Filter::builder()
+            .name("group-name")
+            .values(security_group::group_name(name))
+            .build();
+        let answer = client.describe_security_groups().filters(filter).send().await.unwrap();
+        answer.security_groups().len()
+    }
+
+    /// A Create of the name holds its lock from finding the group to launching into it: the teardown must
+    /// not remove the group in between, and must remove it once the lock is free.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_teardown_removes_the_group_only_under_the_name_s_lock() {
+        let backend = moto::start();
+        let inner = backend.inner.clone();
+        let client = inner.client(moto::REGION).unwrap().clone();
+        let target = Target {
+            region: moto::REGION.into(),
+            zone: None,
+            subnet_id: None,
+            machine_type: "t3.micro".into(),
+            image_id: "ami-785db401".into(),
+            group: GroupMode::PerProxy { vpc_id: None },
+        };
+        let made = crate::create::create(inner.clone(), target, moto::request("egress-lock"))
+            .await
+            .expect("Create");
+        let reference = InstanceRef::parse(&made.provider_id).unwrap();
+        terminate(&client, &reference).await.unwrap();
+        let held = inner.locks.lock("egress-lock", Duration::from_secs(1)).await.unwrap();
+        let task = {
+            let inner = inner.clone();
+            let reference = reference.clone();
+            tokio::spawn(async move { teardown(&inner, &reference, "egress-lock", None).await })
+        };
+        // Several lock budgets (200 ms) and polls (50 ms) pass while a "Create" holds the lock.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(
+            groups_named(&client, "egress-lock").await,
+            1,
+            "removed while the name was locked"
+        );
+        assert!(!task.is_finished(), "the teardown gave up on a busy lock");
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("the teardown ends once the lock is free")
+            .unwrap()
+            .expect("teardown");
+        assert_eq!(
+            groups_named(&client, "egress-lock").await,
+            0,
+            "the group outlived the instance"
+        );
     }
 }

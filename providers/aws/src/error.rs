@@ -38,6 +38,10 @@ pub mod aws_reason {
     pub const BACKEND_REJECTED_REQUEST: &str = "BACKEND_REJECTED_REQUEST";
     /// Something the config names (subnet, VPC, shared group) does not exist, or the account cannot use it.
     pub const MISCONFIGURED: &str = "MISCONFIGURED";
+    /// The account's security-group limit in the region (or the rule limit of one group).
+    pub const SECURITY_GROUP_LIMIT_EXCEEDED: &str = "SECURITY_GROUP_LIMIT_EXCEEDED";
+    /// The subnet has no free private address, or the account no more public addresses.
+    pub const ADDRESS_LIMIT_EXCEEDED: &str = "ADDRESS_LIMIT_EXCEEDED";
     /// The security group is still used by the instance being terminated; retried.
     pub const DEPENDENCY_VIOLATION: &str = "DEPENDENCY_VIOLATION";
     /// Another Create or Delete of the same name held its lock for the whole lock budget.
@@ -61,6 +65,11 @@ pub enum Ec2Code {
     InsufficientInstanceCapacity,
     InstanceLimitExceeded,
     VcpuLimitExceeded,
+    /// `SecurityGroupLimitExceeded`, `RulesPerSecurityGroupLimitExceeded`: the design's first quota, one
+    /// group per Proxy.
+    SecurityGroupLimitExceeded,
+    /// `InsufficientFreeAddressesInSubnet`, `AddressLimitExceeded`.
+    AddressLimitExceeded,
     Throttled,
     UnauthorizedOperation,
     AuthFailure,
@@ -91,14 +100,18 @@ impl Ec2Code {
             "InstanceLimitExceeded" => Ec2Code::InstanceLimitExceeded,
             "VcpuLimitExceeded" => Ec2Code::VcpuLimitExceeded,
             "RequestLimitExceeded" | "Throttling" | "ThrottlingException" => Ec2Code::Throttled,
-            "UnauthorizedOperation" | "Blocked" => Ec2Code::UnauthorizedOperation,
+            // The service-linked role is an IAM permission the credential lacks, not a bad credential.
+            "UnauthorizedOperation" | "Blocked" | "AuthFailure.ServiceLinkedRoleCreationNotPermitted" => {
+                Ec2Code::UnauthorizedOperation
+            }
+            "SecurityGroupLimitExceeded" | "RulesPerSecurityGroupLimitExceeded" => Ec2Code::SecurityGroupLimitExceeded,
+            "InsufficientFreeAddressesInSubnet" | "AddressLimitExceeded" => Ec2Code::AddressLimitExceeded,
             "AuthFailure"
             | "InvalidClientTokenId"
             | "SignatureDoesNotMatch"
             | "ExpiredToken"
             | "RequestExpired"
-            | "UnrecognizedClientException"
-            | "AuthFailure.ServiceLinkedRoleCreationNotPermitted" => Ec2Code::AuthFailure,
+            | "UnrecognizedClientException" => Ec2Code::AuthFailure,
             "IdempotentParameterMismatch" => Ec2Code::IdempotentParameterMismatch,
             "InvalidParameterValue"
             | "InvalidParameterCombination"
@@ -327,6 +340,12 @@ fn classify_api(region: &str, failure: ApiFailure, message: String) -> ProviderE
         }
         (Ec2Code::InstanceLimitExceeded, _) => quota(aws_reason::INSTANCE_LIMIT_EXCEEDED, "instances", QUOTA_RETRY),
         (Ec2Code::VcpuLimitExceeded, _) => quota(aws_reason::VCPU_LIMIT_EXCEEDED, "vcpus", QUOTA_RETRY),
+        (Ec2Code::SecurityGroupLimitExceeded, _) => quota(
+            aws_reason::SECURITY_GROUP_LIMIT_EXCEEDED,
+            "security-groups",
+            QUOTA_RETRY,
+        ),
+        (Ec2Code::AddressLimitExceeded, _) => quota(aws_reason::ADDRESS_LIMIT_EXCEEDED, "addresses", QUOTA_RETRY),
         (Ec2Code::Throttled, _) => {
             ProviderError::transient(aws_reason::THROTTLED, message).with_retry_after(THROTTLE_RETRY)
         }
@@ -403,6 +422,31 @@ mod tests {
             ("Throttling", 400, Transient, "THROTTLED"),
             ("UnauthorizedOperation", 403, Permanent, "PERMISSION_DENIED"),
             ("AuthFailure", 401, Permanent, "UNAUTHENTICATED"),
+            (
+                "AuthFailure.ServiceLinkedRoleCreationNotPermitted",
+                403,
+                Permanent,
+                "PERMISSION_DENIED",
+            ),
+            (
+                "SecurityGroupLimitExceeded",
+                400,
+                Quota,
+                "SECURITY_GROUP_LIMIT_EXCEEDED",
+            ),
+            (
+                "RulesPerSecurityGroupLimitExceeded",
+                400,
+                Quota,
+                "SECURITY_GROUP_LIMIT_EXCEEDED",
+            ),
+            (
+                "InsufficientFreeAddressesInSubnet",
+                400,
+                Quota,
+                "ADDRESS_LIMIT_EXCEEDED",
+            ),
+            ("AddressLimitExceeded", 400, Quota, "ADDRESS_LIMIT_EXCEEDED"),
             ("IdempotentParameterMismatch", 400, Permanent, "NAME_IN_USE"),
             ("InvalidAMIID.NotFound", 400, Permanent, "IMAGE_UNAVAILABLE"),
             ("InvalidAMIID.Malformed", 400, Permanent, "IMAGE_UNAVAILABLE"),

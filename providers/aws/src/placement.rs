@@ -110,7 +110,17 @@ pub fn resolve(config: &AwsConfig, placement: &Placement) -> Result<Target, AwsE
     let mut target = None;
     if let Some((name, region)) = region {
         let zone = match placement.zone.as_str() {
-            // EC2 picks a zone (or the subnet does) when none is asked for.
+            // With vpcId every instance goes into a configured subnet, so a zone (and with it the subnet)
+            // must be chosen.
+            "" if region.vpc_id.is_some() && region.shared_security_group_id.is_none() => {
+                let known = keys(region.zones.keys());
+                problem(
+                    "placement.zone",
+                    format!("is required in {name}: its instances launch into the subnets of its VPC ({known})"),
+                );
+                None
+            }
+            // EC2 picks a zone when none is asked for.
             "" => None,
             zone if region.zones.contains_key(zone) => Some(zone.to_owned()),
             zone => {
@@ -193,6 +203,20 @@ mod tests {
         assert_eq!(shared.image_id, "ami-1e749f67");
         assert_eq!(shared.zone, None);
         assert_eq!(shared.group, GroupMode::Shared("sg-0123456789abcdef0".into()));
+    }
+
+    #[test]
+    fn a_region_with_a_vpc_needs_a_zone_so_the_instance_lands_in_a_subnet() {
+        let text = "regions:\n  us-east-1:\n    vpcId: vpc-0123456789abcdef0\n    zones: {us-east-1a: {subnetId: subnet-0123456789abcdef0}}\n    images: {ubuntu: ami-785db401}\nmachineTypes: [t3.micro]\n";
+        let config: AwsConfig = parse("aws.yaml", text).unwrap();
+        let error = resolve(&config, &placement("us-east-1", "", "", "")).unwrap_err();
+        let AwsError::Invalid(fields) = &error else {
+            panic!("{error:?}")
+        };
+        assert_eq!(fields[0].field, "placement.zone", "{fields:?}");
+        assert!(fields[0].description.contains("us-east-1a"), "{fields:?}");
+        let target = resolve(&config, &placement("us-east-1", "us-east-1a", "", "")).unwrap();
+        assert_eq!(target.subnet_id.as_deref(), Some("subnet-0123456789abcdef0"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 
 use aws_sdk_ec2::{
     Client,
-    types::{Filter, IpPermission, IpRange, Ipv6Range, ResourceType, SecurityGroup},
+    operation::create_security_group::{CreateSecurityGroupInput, builders::CreateSecurityGroupInputBuilder},
+    types::{Filter, IpPermission, IpRange, Ipv6Range, ResourceType, SecurityGroup, Tag},
 };
 use ipnet::IpNet;
 use provider_sdk::model::CreateRequest;
@@ -99,15 +100,11 @@ async fn create(
     request: &CreateRequest,
 ) -> Result<String, AwsError> {
     let name = request.name.as_str();
-    let tags = tags::for_request(request, &group_name(name), std::time::SystemTime::now());
+    let mut tags = tags::for_request(request, &group_name(name));
+    tags.push(tags::created_at(std::time::SystemTime::now()));
     tracing::info!(region, group = %group_name(name), "creating the security group");
-    let answer = client
-        .create_security_group()
-        .group_name(group_name(name))
-        .description(format!("egress proxy {name}, managed by egress-proxies-operator"))
-        .set_vpc_id(vpc_id.map(str::to_owned))
-        .tag_specifications(tags::specification(ResourceType::SecurityGroup, tags))
-        .send()
+    let answer = create_input(name, vpc_id, tags)
+        .send_with(client)
         .await
         .map_err(|e| AwsError::api("CreateSecurityGroup", region)(failure(e)))?;
     answer.group_id.ok_or(AwsError::Unexpected {
@@ -115,6 +112,17 @@ async fn create(
         region: region.to_owned(),
         what: "a group ID",
     })
+}
+
+/// CreateSecurityGroup of the group named after `instance_name`, as Create sends it and Check dry-runs it.
+pub fn create_input(instance_name: &str, vpc_id: Option<&str>, tags: Vec<Tag>) -> CreateSecurityGroupInputBuilder {
+    CreateSecurityGroupInput::builder()
+        .group_name(group_name(instance_name))
+        .description(format!(
+            "egress proxy {instance_name}, managed by egress-proxies-operator"
+        ))
+        .set_vpc_id(vpc_id.map(str::to_owned))
+        .tag_specifications(tags::specification(ResourceType::SecurityGroup, tags))
 }
 
 /// The ingress rule: TCP on the proxy's port from each allowed range (everywhere when none is given, the

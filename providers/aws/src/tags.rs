@@ -1,6 +1,6 @@
 //! The EC2 tags that carry an instance's name, its marks (contract §2.4) and its spec fingerprint, on the
-//! instance and on its security group. Tags are set in the creating call itself (`TagSpecifications`), so no
-//! instance or group exists without them (`gc-mark: native-labels`).
+//! instance and on its security group. The marks are set in the creating call itself (`TagSpecifications`), so
+//! no instance or group exists without them (`gc-mark: native-labels`); an instance's created-at follows.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -13,24 +13,41 @@ pub const PROXY_UID: &str = "egressproxies.dev/proxy-uid";
 pub const CLUSTER: &str = "egressproxies.dev/cluster";
 /// `CreateRequest::spec_fingerprint()`: tells "the same Create again" from "the name with another spec".
 pub const SPEC: &str = "egressproxies.dev/spec";
-/// Unix seconds of the first creating call: EC2's LaunchTime moves on every start of a stopped instance,
-/// and `created_at` must never move (contract §4.5).
+/// Unix seconds of the instance's first launch, written once with CreateTags after RunInstances (never in
+/// its TagSpecifications: a retry under the same ClientToken must send the same parameters, or EC2 answers
+/// IdempotentParameterMismatch). EC2's LaunchTime moves on every start of a stopped instance, and
+/// `created_at` must never move (contract §4.5), hence the tag.
 pub const CREATED_AT: &str = "egressproxies.dev/created-at";
 
-/// The tags of everything made for `request`, named `name`.
-pub fn for_request(request: &CreateRequest, name: &str, now: SystemTime) -> Vec<Tag> {
-    let created = now.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+/// The tags of everything made for `request`, named `name`: they depend on the request alone, so that a
+/// retried RunInstances sends exactly what the first one sent.
+pub fn for_request(request: &CreateRequest, name: &str) -> Vec<Tag> {
+    marks_for(
+        name,
+        &request.proxy_uid,
+        &request.cluster_id,
+        &request.spec_fingerprint(),
+    )
+}
+
+/// The name and mark tags, from their values.
+pub fn marks_for(name: &str, proxy_uid: &str, cluster_id: &str, spec: &str) -> Vec<Tag> {
     [
-        (NAME, name.to_owned()),
-        (MANAGED, "true".to_owned()),
-        (PROXY_UID, request.proxy_uid.clone()),
-        (CLUSTER, request.cluster_id.clone()),
-        (SPEC, request.spec_fingerprint()),
-        (CREATED_AT, created.to_string()),
+        (NAME, name),
+        (MANAGED, "true"),
+        (PROXY_UID, proxy_uid),
+        (CLUSTER, cluster_id),
+        (SPEC, spec),
     ]
     .into_iter()
     .map(|(key, value)| Tag::builder().key(key).value(value).build())
     .collect()
+}
+
+/// The created-at tag for `time`, in Unix seconds.
+pub fn created_at(time: SystemTime) -> Tag {
+    let secs = time.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or_default();
+    Tag::builder().key(CREATED_AT).value(secs.to_string()).build()
 }
 
 pub fn specification(kind: ResourceType, tags: Vec<Tag>) -> TagSpecification {
@@ -86,5 +103,16 @@ mod tests {
         assert!(!unmarked.managed && unmarked.cluster_id.is_empty());
         let not_true = super::marks(&[Tag::builder().key(MANAGED).value("yes").build()]);
         assert!(!not_true.managed, "only \"true\" marks an instance as managed");
+    }
+
+    /// A time in the tags would make a retried RunInstances differ from the first: IdempotentParameterMismatch.
+    #[test]
+    fn the_launch_tags_depend_on_the_request_alone() {
+        let tags = marks_for("egress-a", "u1", "c1", "f1");
+        assert_eq!(tags, marks_for("egress-a", "u1", "c1", "f1"));
+        assert_eq!(value(&tags, SPEC), Some("f1"));
+        assert_eq!(value(&tags, CREATED_AT), None, "created-at is written after the launch");
+        let written = created_at(UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000));
+        assert_eq!((written.key(), written.value()), (Some(CREATED_AT), Some("1700000000")));
     }
 }

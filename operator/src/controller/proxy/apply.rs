@@ -138,8 +138,14 @@ async fn progress(proxy: &Proxy, status: &mut ProxyStatus, ctx: &Context) -> Res
         spec_hash: hash.clone(),
         provider_id: None,
     };
-    let current_ip = status.ip.as_deref().and_then(|ip| ip.parse().ok());
-    status.secret_name = Some(expose::write_secret(&ctx.client, proxy, &credentials, current_ip).await?);
+    // Generated credentials are stored before any Create, so no instance ever carries a password that was
+    // not kept. Otherwise the Secret is written only next to a running instance (below): a rewrite here,
+    // from a cached status that may predate the instance's address, would drop the `endpoint` key for a
+    // moment, and changed user credentials must not reach consumers before an instance accepts them.
+    if credentials.newly_generated {
+        let current_ip = status.ip.as_deref().and_then(|ip| ip.parse().ok());
+        status.secret_name = Some(expose::write_secret(&ctx.client, proxy, &credentials, current_ip).await?);
+    }
 
     // The name is in the status before any Create, so a crash between Create and the next status write
     // still finds this instance again.

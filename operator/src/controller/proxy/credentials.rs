@@ -20,6 +20,8 @@ pub struct Credentials {
     pub password: SecretString,
     /// The user's Secret resource version, or `generated`.
     pub version: String,
+    /// Generated in this reconcile: not stored anywhere yet.
+    pub newly_generated: bool,
 }
 
 /// The name of the Secret the operator writes for consumers.
@@ -59,6 +61,7 @@ pub async fn resolve(proxy: &Proxy, secrets: &Api<Secret>) -> Result<Credentials
             username,
             password: SecretString::from(password),
             version: secret.resource_version().unwrap_or_default(),
+            newly_generated: false,
         });
     }
     // Generated: reuse what the consumer Secret already holds, so the password survives restarts.
@@ -66,14 +69,15 @@ pub async fn resolve(proxy: &Proxy, secrets: &Api<Secret>) -> Result<Credentials
     let kept = existing
         .as_ref()
         .and_then(|s| Some((key(s, "username")?, key(s, "password")?)));
-    let (username, password) = match kept {
-        Some((username, password)) if !password.is_empty() => (username, password),
-        _ => (GENERATED_USERNAME.to_owned(), generate_password()),
+    let (username, password, newly_generated) = match kept {
+        Some((username, password)) if !password.is_empty() => (username, password, false),
+        _ => (GENERATED_USERNAME.to_owned(), generate_password(), true),
     };
     Ok(Credentials {
         username,
         password: SecretString::from(password),
         version: "generated".to_owned(),
+        newly_generated,
     })
 }
 
@@ -110,6 +114,7 @@ mod tests {
             username: "team a".into(),
             password: SecretString::from("p@ss:w/rd"),
             version: "1".into(),
+            newly_generated: false,
         };
         let url = proxy_url("http", &credentials, "px.ns.svc", 3128);
         assert_eq!(url.expose_secret(), "http://team%20a:p%40ss%3Aw%2Frd@px.ns.svc:3128");

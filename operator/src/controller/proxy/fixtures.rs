@@ -243,6 +243,19 @@ impl ApiServerVerifier {
         request.respond(StatusCode::NOT_FOUND, &not_found("secrets"));
     }
 
+    /// The consumer Secret is read and holds credentials an earlier reconcile generated.
+    pub async fn expect_consumer_secret_read_with_credentials(&mut self, proxy: &Proxy) {
+        let request = self.expect(Method::GET, &consumer_secret_path(proxy)).await;
+        let secret = json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": format!("{}-proxy", proxy.metadata.name.as_deref().unwrap_or_default()), "namespace": NAMESPACE},
+            // base64 of "egress" and "kept-password-0123456789"
+            "data": {"username": "ZWdyZXNz", "password": "a2VwdC1wYXNzd29yZC0wMTIzNDU2Nzg5"},
+        });
+        request.respond(StatusCode::OK, &secret);
+    }
+
     /// The consumer Secret is applied; answers it as stored.
     pub async fn expect_consumer_secret_applied(&mut self, proxy: &Proxy) {
         let request = self.expect(Method::PATCH, &consumer_secret_path(proxy)).await;

@@ -103,6 +103,41 @@ async fn a_new_proxy_has_its_instance_name_in_the_status_before_the_provider_is_
     assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(2)));
 }
 
+/// A later reconcile reads its Proxy from a cache that can predate the instance's address: rewriting the
+/// Secret then would drop its `endpoint` key for a moment. Credentials already stored are left alone until
+/// an instance runs.
+#[tokio::test]
+async fn stored_credentials_are_not_rewritten_before_an_instance_runs() {
+    let backend = Backend::start(slow_start()).await;
+    let (client, mut apiserver) = mock_client();
+    let px = proxy("px").with_finalizer().build();
+    let expected = px.clone();
+    let verifier = tokio::spawn(async move {
+        apiserver.expect_consumer_secret_read_with_credentials(&expected).await;
+        apiserver
+            .expect_status_applied(&expected, |status| {
+                assert!(
+                    status.instance.is_some(),
+                    "the name is written first, with no Secret write before it"
+                );
+            })
+            .await;
+        apiserver.expect_status_applied(&expected, |_| {}).await;
+        apiserver.expect_event(&expected, "Created").await;
+        apiserver
+            .expect_status_applied(&expected, |status| {
+                assert_eq!(ready_reason(status), Some("InstanceProvisioning"));
+            })
+            .await;
+        apiserver.expect_no_more_requests().await;
+    });
+
+    let result = reconcile(px, backend.context(client)).await;
+
+    verified(verifier).await;
+    assert_eq!(result.unwrap(), Action::requeue(Duration::from_secs(2)));
+}
+
 #[tokio::test]
 async fn a_proxy_failed_permanently_at_its_current_generation_makes_no_call_at_all() {
     let backend = Backend::start(FakeOptions::default()).await;
