@@ -1,7 +1,6 @@
 //! The egress-proxies operator: the `Proxy` and `ProviderHealth` controllers, the garbage collector, and
 //! what they share (config, provider clients, metrics).
 
-pub mod cloud_init;
 pub mod conditions;
 pub mod config;
 pub mod controller;

@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod client;
+pub mod cloud_init;
 pub mod config;
 mod convert;
 pub mod credentials;

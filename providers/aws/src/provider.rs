@@ -8,7 +8,9 @@ use std::{
 };
 
 use aws_sdk_ec2::{Client, types::Instance as Ec2Instance};
-use provider_sdk::{CONTRACT_MINOR_VERSION, InstanceStream, Provider, ProviderError, model::*};
+use provider_sdk::{
+    CONTRACT_MINOR_VERSION, InstanceStream, Provider, ProviderError, cloud_init, error::FieldViolation, model::*,
+};
 use tracing::Instrument;
 
 use crate::{
@@ -119,8 +121,9 @@ impl Provider for AwsProvider {
     }
 
     async fn create(&self, request: CreateRequest) -> Result<Instance, ProviderError> {
-        // Placement is checked here, before anything is spawned or any EC2 call is made.
+        // Placement and the document are settled here, before anything is spawned or any EC2 call is made.
         let target = crate::placement::resolve(&self.inner.config, &request.placement).map_err(classify)?;
+        let request = with_default_cloud_init(request).map_err(classify)?;
         detached(crate::create::create(self.inner.clone(), target, request)).await
     }
 
@@ -139,6 +142,36 @@ impl Provider for AwsProvider {
     async fn check(&self) -> Vec<CheckResult> {
         crate::check::check(&self.inner).await
     }
+}
+
+/// An EC2 instance is configured only through its user data: this provider cannot reach into the guest,
+/// so when a request comes without a document (contract §5.5: the provider then configures the proxy from
+/// `proxy` itself) it sends the same default document the operator renders.
+fn with_default_cloud_init(mut request: CreateRequest) -> Result<CreateRequest, AwsError> {
+    use secrecy::{ExposeSecret, SecretBox};
+    if request
+        .cloud_init
+        .as_ref()
+        .is_some_and(|document| !document.expose_secret().is_empty())
+    {
+        return Ok(request);
+    }
+    let proxy = &request.proxy;
+    let config = cloud_init::ProxyConfig {
+        protocol: proxy.protocol,
+        port: proxy.port,
+        username: &proxy.auth.username,
+        password: proxy.auth.password.expose_secret(),
+        allowed_source_ranges: &proxy.allowed_source_ranges,
+    };
+    let document = cloud_init::render(&config).map_err(|error| {
+        AwsError::Invalid(vec![FieldViolation {
+            field: error.field().to_owned(),
+            description: error.description(),
+        }])
+    })?;
+    request.cloud_init = Some(SecretBox::new(document.expose_secret().as_bytes().into()));
+    Ok(request)
 }
 
 /// The declared profiles (contract §4); docs/aws-provider-spec.md justifies each.
@@ -169,6 +202,59 @@ pub fn profiles() -> Profiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(password: &str, cloud_init: Option<&str>) -> CreateRequest {
+        CreateRequest {
+            name: InstanceName::parse("px-a", DEFAULT_MAX_NAME_LENGTH).unwrap(),
+            proxy_uid: "uid".into(),
+            cluster_id: "c".into(),
+            placement: Placement::default(),
+            proxy: ProxySettings {
+                port: 3128,
+                protocol: Protocol::Http,
+                auth: ProxyAuth {
+                    username: "egress".into(),
+                    password: password.into(),
+                },
+                allowed_source_ranges: vec!["203.0.113.0/24".parse().unwrap()],
+            },
+            cloud_init: cloud_init.map(|doc| secrecy::SecretBox::new(doc.as_bytes().into())),
+        }
+    }
+
+    fn document(request: &CreateRequest) -> String {
+        use secrecy::ExposeSecret;
+        String::from_utf8(request.cloud_init.as_ref().unwrap().expose_secret().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn a_request_without_a_document_gets_the_default_one_from_its_proxy_settings() {
+        let filled = with_default_cloud_init(request("pw-0123456789", None)).unwrap();
+        let doc = document(&filled);
+        assert!(doc.starts_with("#cloud-config"), "{doc}");
+        assert!(
+            doc.contains("tinyproxy") && doc.contains("3128") && doc.contains("203.0.113.0/24"),
+            "{doc}"
+        );
+        let empty = with_default_cloud_init(request("pw-0123456789", Some(""))).unwrap();
+        assert_eq!(document(&empty), doc, "an empty document counts as none");
+    }
+
+    #[test]
+    fn a_document_from_the_caller_is_sent_as_it_is() {
+        let given = with_default_cloud_init(request("pw-0123456789", Some("#cloud-config\n{}\n"))).unwrap();
+        assert_eq!(document(&given), "#cloud-config\n{}\n");
+    }
+
+    #[test]
+    fn credentials_the_default_document_cannot_carry_are_refused_naming_the_field_not_the_value() {
+        let error = with_default_cloud_init(request("sentinel pass/word", None)).unwrap_err();
+        let AwsError::Invalid(fields) = &error else {
+            panic!("{error:?}")
+        };
+        assert_eq!(fields[0].field, "proxy.auth.password");
+        assert!(!format!("{error:?} {error}").contains("sentinel"), "{error:?}");
+    }
 
     #[test]
     fn every_axis_is_declared() {

@@ -3,14 +3,12 @@
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
+use provider_sdk::cloud_init;
 use provider_sdk::model::{CreateRequest, InstanceName, Placement, Protocol, ProviderInfo, ProxyAuth, ProxySettings};
 use secrecy::{ExposeSecret, SecretBox};
 
 use super::{credentials::Credentials, error::Error};
-use crate::{
-    cloud_init,
-    crd::{Proxy, ProxyProtocol},
-};
+use crate::crd::{Proxy, ProxyProtocol};
 
 /// The cloud-init that goes with a request, and the version that enters the spec hash.
 #[derive(Debug)]
@@ -103,7 +101,7 @@ pub fn build(
         (Some(document), _) => Some(SecretBox::new(document.clone().into_boxed_slice())),
         (None, _) => {
             let config = cloud_init::ProxyConfig {
-                protocol: spec.protocol,
+                protocol: protocol(spec.protocol),
                 port,
                 username: &credentials.username,
                 password: credentials.password.expose_secret(),
@@ -141,10 +139,7 @@ pub fn build(
         },
         proxy: ProxySettings {
             port,
-            protocol: match spec.protocol {
-                ProxyProtocol::Http => Protocol::Http,
-                ProxyProtocol::Socks5 => Protocol::Socks5,
-            },
+            protocol: protocol(spec.protocol),
             auth: ProxyAuth {
                 username: credentials.username.clone(),
                 password: credentials.password.clone(),
@@ -153,4 +148,11 @@ pub fn build(
         },
         cloud_init,
     })
+}
+
+fn protocol(protocol: ProxyProtocol) -> Protocol {
+    match protocol {
+        ProxyProtocol::Http => Protocol::Http,
+        ProxyProtocol::Socks5 => Protocol::Socks5,
+    }
 }

@@ -1,7 +1,9 @@
 //! The default cloud-init document: what the operator hands a provider as user data when a Proxy has no
-//! custom `spec.cloudInit`. It is a `#cloud-config` document that installs the proxy from the image's own
-//! Debian/Ubuntu packages and configures it from the Proxy: tinyproxy for `http` ([`http`]), dante-server
-//! for `socks5` ([`socks5`]).
+//! custom `spec.cloudInit`, and what a provider that configures its instances only through cloud-init
+//! renders itself when a request comes without a document (contract §5.5). It is a `#cloud-config`
+//! document that installs the proxy from the image's own Debian/Ubuntu packages and configures it from the
+//! proxy settings: tinyproxy for `http` ([`http`]), dante-server for `socks5` ([`socks5`]). The errors name
+//! the fields of `CreateRequest.proxy`.
 //!
 //! # Ordering: why nothing is written where a package will write
 //!
@@ -49,7 +51,7 @@ use secrecy::SecretString;
 use secrecy::zeroize::Zeroizing;
 use serde::Serialize;
 
-use crate::crd::ProxyProtocol;
+use crate::model::Protocol as ProxyProtocol;
 
 /// Where `write_files` stages files before `runcmd` moves them into place; no package owns it.
 pub const STAGING_DIR: &str = "/etc/egress-proxies";
@@ -61,7 +63,7 @@ pub const FIELD_USERNAME: &str = "proxy.auth.username";
 /// The field a [`RenderError::Password`] names.
 pub const FIELD_PASSWORD: &str = "proxy.auth.password";
 /// The field a [`RenderError::SourceRange`] names, followed by the entry's index: `[3]`.
-pub const FIELD_ALLOWED_SOURCE_RANGES: &str = "proxy.allowedSourceRanges";
+pub const FIELD_ALLOWED_SOURCE_RANGES: &str = "proxy.allowed_source_ranges";
 
 /// The longest username or password accepted: SOCKS5 username/password authentication (RFC 1929) carries
 /// at most 255 bytes of each.
@@ -119,6 +121,26 @@ pub enum RenderError {
     /// The serializer's own message is dropped: it could quote a scalar of the document.
     #[error("the cloud-config document could not be serialized")]
     Serialize,
+}
+
+impl RenderError {
+    /// The field of `CreateRequest.proxy` the error is about (`proxy` when serialization failed).
+    pub fn field(&self) -> &str {
+        match self {
+            RenderError::Port { field, .. }
+            | RenderError::Username { field, .. }
+            | RenderError::Password { field, .. } => field,
+            RenderError::SourceRange { field, .. } => field,
+            RenderError::Serialize => "proxy",
+        }
+    }
+
+    /// The message without the leading field name, for a field violation that carries the field apart.
+    pub fn description(&self) -> String {
+        let message = self.to_string();
+        let prefix = format!("{}: ", self.field());
+        message.strip_prefix(&prefix).map_or(message.clone(), str::to_owned)
+    }
 }
 
 /// Renders the default `#cloud-config` document for `config`, after validating it.
@@ -505,7 +527,10 @@ mod tests {
             let ranges = [golden_ranges()[0], range.parse().unwrap()];
             let error = render(&config(ProxyProtocol::Http, &ranges)).unwrap_err();
             let message = error.to_string();
-            assert!(message.starts_with("proxy.allowedSourceRanges[1]: "), "{message}");
+            assert!(message.starts_with("proxy.allowed_source_ranges[1]: "), "{message}");
+            assert_eq!(error.field(), "proxy.allowed_source_ranges[1]");
+            assert!(error.description().contains(reason), "{}", error.description());
+            assert!(!error.description().starts_with("proxy."), "{}", error.description());
             assert!(
                 message.contains(reason) && message.ends_with(&format!("got {}", ranges[1])),
                 "{message}"

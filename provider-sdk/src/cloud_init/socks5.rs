@@ -196,7 +196,7 @@ fn danted_conf_template(config: &ProxyConfig<'_>) -> Zeroizing<String> {
 mod tests {
     use super::super::tests::{GOLDEN_PASSWORD, assert_golden, golden_ranges, render_to_string};
     use super::*;
-    use crate::crd::ProxyProtocol;
+    use crate::model::Protocol as ProxyProtocol;
 
     fn config<'a>(ranges: &'a [ipnet::IpNet]) -> ProxyConfig<'a> {
         ProxyConfig {
