@@ -5,12 +5,13 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Stdio},
     time::Duration,
 };
 
+mod shipped;
+
 use egress_operator::crd::{Proxy, ProxyPhase};
-use egress_test_support::{ChildProcess, ControlPlane, Moto, binary_beside, poll_until};
+use egress_test_support::{ControlPlane, Moto};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use provider_sdk::{
@@ -52,46 +53,9 @@ async fn the_sample_proxy_runs_on_ec2_through_the_operator_and_leaves_nothing_be
     let aws_config = dir.path().join("aws.yaml");
     std::fs::write(&aws_config, provider_config(&moto, &credentials)).unwrap();
     let socket = dir.path().join("aws.sock");
-    let _provider = ChildProcess::spawn(
-        "egress-provider-aws",
-        Command::new(binary_beside(
-            env!("CARGO_BIN_EXE_egress-operator"),
-            "egress-provider-aws",
-        ))
-        .arg("--config")
-        .arg(&aws_config)
-        .arg("--listen")
-        .arg(format!("unix://{}", socket.display()))
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null()),
-    )
-    .unwrap();
-    assert!(
-        poll_until(Duration::from_secs(20), || socket.exists()),
-        "the AWS daemon's socket"
-    );
-
-    let operator_config = dir.path().join("operator.yaml");
-    std::fs::write(
-        &operator_config,
-        format!(
-            "clusterId: e2e-aws\nproviders:\n  aws:\n    type: aws\n    endpoint: unix://{}\n",
-            socket.display()
-        ),
-    )
-    .unwrap();
-    let _operator = ChildProcess::spawn(
-        "egress-operator",
-        Command::new(env!("CARGO_BIN_EXE_egress-operator"))
-            .arg("--config")
-            .arg(&operator_config)
-            .args(["--no-leader-election", "--watch-namespace", ns.name()])
-            .args(["--http-addr", "127.0.0.1:0"])
-            .env("KUBECONFIG", plane.kubeconfig_path())
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null()),
-    )
-    .unwrap();
+    let _provider = shipped::start_provider("egress-provider-aws", Some(&aws_config), &socket);
+    let config = shipped::operator_config(dir.path(), "e2e-aws", "aws", "aws", &socket);
+    let _operator = shipped::start_operator(plane, &config, ns.name(), "127.0.0.1:0");
 
     let kubectl = |args: &[&str]| {
         let output = plane.kubectl().args(["-n", ns.name()]).args(args).output().unwrap();

@@ -2,18 +2,15 @@
 //! `egress-provider-fake` on a unix socket. A Proxy applied with kubectl runs, shows in `kubectl get`, and
 //! is deleted with its instance; the operator's /metrics counts the provider calls.
 
+mod shipped;
+
 use std::{
     io::{Read, Write},
-    path::PathBuf,
-    process::{Command, Stdio},
+    process::Stdio,
     time::Duration,
 };
 
-use egress_test_support::{ChildProcess, ControlPlane, binary_beside, poll_until};
-
-fn fake_daemon_binary() -> PathBuf {
-    binary_beside(env!("CARGO_BIN_EXE_egress-operator"), "egress-provider-fake")
-}
+use egress_test_support::{ControlPlane, poll_until};
 
 fn free_port() -> u16 {
     egress_test_support::free_port().unwrap()
@@ -42,40 +39,10 @@ async fn the_operator_and_the_fake_daemon_binaries_run_a_proxy_from_apply_to_del
     let ns = plane.namespace("binaries").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("fake.sock");
-    let _fake = ChildProcess::spawn(
-        "egress-provider-fake",
-        Command::new(fake_daemon_binary())
-            .args(["--listen", &format!("unix://{}", socket.display())])
-            .stdout(Stdio::null()),
-    )
-    .unwrap();
-    wait_until("the fake daemon's socket", Duration::from_secs(20), || socket.exists());
-
-    let config = dir.path().join("operator.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "clusterId: e2e-binaries\nproviders:\n  fake:\n    type: fake\n    endpoint: unix://{}\n",
-            socket.display()
-        ),
-    )
-    .unwrap();
+    let _fake = shipped::start_provider("egress-provider-fake", None, &socket);
+    let config = shipped::operator_config(dir.path(), "e2e-binaries", "fake", "fake", &socket);
     let port = free_port();
-    let _operator = ChildProcess::spawn(
-        "egress-operator",
-        Command::new(env!("CARGO_BIN_EXE_egress-operator"))
-            .args([
-                "--config",
-                config.to_str().unwrap(),
-                "--no-leader-election",
-                "--watch-namespace",
-                ns.name(),
-            ])
-            .args(["--http-addr", &format!("127.0.0.1:{port}")])
-            .env("KUBECONFIG", plane.kubeconfig_path())
-            .stdout(Stdio::null()),
-    )
-    .unwrap();
+    let _operator = shipped::start_operator(plane, &config, ns.name(), &format!("127.0.0.1:{port}"));
     wait_until("/readyz", Duration::from_secs(30), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && http_get(port, "/readyz").contains("200 OK")
     });

@@ -7,13 +7,15 @@
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
+    process::Stdio,
     time::{Duration, Instant},
 };
 
+mod shipped;
+
 use egress_operator::crd::{Proxy, ProxyPhase};
 use egress_test_support::{
-    ChildProcess, ControlPlane, ProxiedGet, TestNamespace, binary_beside, is_alive, poll_until, start_echo_server,
+    ChildProcess, ControlPlane, ProxiedGet, TestNamespace, is_alive, poll_until, start_echo_server,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -48,46 +50,9 @@ impl Stack {
         )
         .unwrap();
         let socket = dir.path().join("host.sock");
-        let provider = ChildProcess::spawn(
-            "egress-provider-host",
-            Command::new(binary_beside(
-                env!("CARGO_BIN_EXE_egress-operator"),
-                "egress-provider-host",
-            ))
-            .arg("--config")
-            .arg(&host_config)
-            .arg("--listen")
-            .arg(format!("unix://{}", socket.display()))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null()),
-        )
-        .unwrap();
-        assert!(
-            poll_until(Duration::from_secs(20), || socket.exists()),
-            "the host daemon's socket"
-        );
-
-        let operator_config = dir.path().join("operator.yaml");
-        std::fs::write(
-            &operator_config,
-            format!(
-                "clusterId: e2e-host\nproviders:\n  host:\n    type: host\n    endpoint: unix://{}\n",
-                socket.display()
-            ),
-        )
-        .unwrap();
-        let operator = ChildProcess::spawn(
-            "egress-operator",
-            Command::new(env!("CARGO_BIN_EXE_egress-operator"))
-                .arg("--config")
-                .arg(&operator_config)
-                .args(["--no-leader-election", "--watch-namespace", ns.name()])
-                .args(["--http-addr", "127.0.0.1:0"])
-                .env("KUBECONFIG", plane.kubeconfig_path())
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null()),
-        )
-        .unwrap();
+        let provider = shipped::start_provider("egress-provider-host", Some(&host_config), &socket);
+        let config = shipped::operator_config(dir.path(), "e2e-host", "host", "host", &socket);
+        let operator = shipped::start_operator(plane, &config, ns.name(), "127.0.0.1:0");
         Self {
             plane,
             ns,
