@@ -49,6 +49,25 @@ pub async fn run(args: Args, out: &mut impl Write) -> ExitCode {
     }
 }
 
+/// Runs the suite in-process with CLI arguments (without the program name), for the tests that prove a
+/// provider daemon conforms; panics with the whole report unless every check passed or was skipped and the
+/// exit code is 0. Returns the report.
+pub async fn assert_conforms(argv: &[&str]) -> String {
+    let args = Args::try_parse_from(std::iter::once("provider-conformance").chain(argv.iter().copied()))
+        .unwrap_or_else(|e| panic!("provider-conformance {argv:?}: {e}"));
+    let mut out = Vec::new();
+    let code = run(args, &mut out).await;
+    let report = String::from_utf8_lossy(&out).into_owned();
+    let summary = report.lines().last().unwrap_or_default();
+    assert!(
+        summary.starts_with(|c: char| c.is_ascii_digit()) && summary.contains(" passed, 0 failed"),
+        "{report}"
+    );
+    assert!(!report.contains("FAIL "), "{report}");
+    assert_eq!(code, ExitCode::SUCCESS, "{report}");
+    report
+}
+
 async fn run_inner(args: Args, out: &mut impl Write) -> Result<bool, String> {
     let endpoint: ProviderEndpoint = args.endpoint.parse().map_err(|e| format!("--endpoint: {e}"))?;
     if matches!(endpoint, ProviderEndpoint::Http { .. }) && !args.insecure {

@@ -7,28 +7,12 @@ mod common;
 
 use std::path::Path;
 
-use provider_conformance::cli::{Args, run};
+use provider_conformance::cli::assert_conforms;
 
 /// Runs the suite against the daemon at `endpoint` and asserts that nothing failed.
 async fn passes(endpoint: &str, params: &Path) {
-    let args = <Args as clap::Parser>::try_parse_from([
-        "provider-conformance",
-        "--endpoint",
-        endpoint,
-        "--params",
-        params.to_str().unwrap(),
-    ])
-    .unwrap();
-    let mut out = Vec::new();
-    let code = run(args, &mut out).await;
-    let output = String::from_utf8(out).unwrap();
-    let summary = output.lines().last().unwrap_or_default();
-    assert!(
-        summary.contains(" passed, 0 failed") && !output.contains("FAIL "),
-        "{output}"
-    );
-    assert_eq!(code, std::process::ExitCode::SUCCESS, "{output}");
-    println!("{output}");
+    let report = assert_conforms(&["--endpoint", endpoint, "--params", params.to_str().unwrap()]).await;
+    println!("{report}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -3,8 +3,7 @@
 
 mod common;
 
-use clap::Parser;
-use provider_conformance::cli::{Args, run};
+use provider_conformance::cli::assert_conforms;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_host_daemon_passes_conformance_over_a_unix_socket() {
@@ -12,23 +11,7 @@ async fn the_host_daemon_passes_conformance_over_a_unix_socket() {
     let daemon = host.start();
     let params = host.dir.path().join("conformance.yaml");
     std::fs::write(&params, "allowedSourceRanges: [127.0.0.0/8]\nreadyTimeoutSeconds: 30\n").unwrap();
-    let args = Args::try_parse_from([
-        "provider-conformance",
-        "--endpoint",
-        &host.endpoint(),
-        "--params",
-        params.to_str().unwrap(),
-    ])
-    .unwrap();
-    let mut out = Vec::new();
-    let code = run(args, &mut out).await;
-    let output = String::from_utf8(out).unwrap();
-    let summary = output.lines().last().unwrap_or_default();
-    assert!(
-        summary.contains(" passed, 0 failed") && !output.contains("FAIL "),
-        "{output}"
-    );
-    assert_eq!(code, std::process::ExitCode::SUCCESS, "{output}");
+    assert_conforms(&["--endpoint", &host.endpoint(), "--params", params.to_str().unwrap()]).await;
     // Cleanup deleted everything: no instance directory and no tinyproxy is left.
     let left: Vec<_> = std::fs::read_dir(host.state_dir())
         .unwrap()
