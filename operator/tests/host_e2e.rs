@@ -6,7 +6,7 @@
 
 use std::{
     net::{IpAddr, Ipv4Addr, SocketAddr},
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::Stdio,
     time::{Duration, Instant},
 };
@@ -15,7 +15,7 @@ mod shipped;
 
 use egress_operator::crd::{Proxy, ProxyPhase};
 use egress_test_support::{
-    ChildProcess, ControlPlane, ProxiedGet, TestNamespace, is_alive, poll_until, start_echo_server,
+    ChildProcess, ControlPlane, ProxiedGet, TestNamespace, is_alive, poll_until, signal_pid_files, start_echo_server,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
@@ -153,6 +153,12 @@ impl Stack {
             .unwrap()
     }
 
+    /// The name of the instance the Proxy's status says serves it.
+    async fn serving_instance(&self, name: &str) -> String {
+        let status = self.proxies().get(name).await.unwrap().status.unwrap_or_default();
+        status.instance_name.expect("status.instanceName")
+    }
+
     fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
     }
@@ -162,21 +168,7 @@ impl Drop for Stack {
     /// The host daemon leaves its proxies running when it is killed (it re-adopts them on restart), so a
     /// failed test kills them itself.
     fn drop(&mut self) {
-        kill_tinyproxies(&self.state_dir());
-    }
-}
-
-fn kill_tinyproxies(state_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(state_dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        if let Some(pid) = std::fs::read_to_string(entry.path().join("tinyproxy.pid"))
-            .ok()
-            .and_then(|p| p.trim().parse::<u32>().ok())
-        {
-            egress_test_support::send_signal(pid, "KILL");
-        }
+        signal_pid_files(&self.state_dir(), "tinyproxy.pid", "KILL");
     }
 }
 
@@ -246,15 +238,7 @@ async fn a_spec_change_keeps_a_working_endpoint_and_deleting_frees_the_address()
     let (username, password) = stack.credentials("web").await;
     let target = start_echo_server().await.unwrap();
     let old_endpoint = stack.published_endpoint("web").await.unwrap();
-    let old_instance = stack
-        .proxies()
-        .get("web")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .instance_name
-        .unwrap();
+    let old_instance = stack.serving_instance("web").await;
     let old_pid = stack.tinyproxy_pid(&old_instance);
     assert_eq!(stack.free_addresses().await, POOL_SIZE - 1);
 
@@ -308,15 +292,7 @@ async fn a_spec_change_keeps_a_working_endpoint_and_deleting_frees_the_address()
         "the old address went back to the pool"
     );
 
-    let new_instance = stack
-        .proxies()
-        .get("web")
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .instance_name
-        .unwrap();
+    let new_instance = stack.serving_instance("web").await;
     let new_pid = stack.tinyproxy_pid(&new_instance);
     stack.kubectl(&["delete", "proxy", "web", "--timeout=60s"], None);
     assert!(

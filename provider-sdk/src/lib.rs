@@ -13,6 +13,7 @@ pub mod config;
 mod convert;
 pub mod credentials;
 pub mod daemon;
+pub mod detached;
 pub mod error;
 pub mod locks;
 pub mod model;

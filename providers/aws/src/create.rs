@@ -140,7 +140,7 @@ async fn find_by_name(inner: &Inner, request: &CreateRequest) -> Result<Option<I
         let marks = tags::marks(tags);
         let ours = marks.managed && marks.cluster_id == request.cluster_id;
         let same_spec = tags::value(tags, tags::SPEC) == Some(fingerprint.as_str());
-        let phase = Phase::of(ec2.state().and_then(|s| s.name()));
+        let phase = Phase::of_instance(ec2);
         let instance = to_instance(region, ec2)?;
         match (ours && same_spec, phase.is_going()) {
             (true, false) => {
@@ -288,9 +288,7 @@ async fn token_holder(client: &Client, region: &str, token: &str) -> Result<Opti
         .into_iter()
         .flat_map(|r| r.instances.unwrap_or_default())
         .collect();
-    let live = found
-        .iter()
-        .position(|ec2| !Phase::of(ec2.state().and_then(|s| s.name())).is_going());
+    let live = found.iter().position(|ec2| !Phase::of_instance(ec2).is_going());
     Ok(live.map(|at| found.swap_remove(at)).or_else(|| found.pop()))
 }
 
@@ -311,7 +309,7 @@ fn verdict(holder: Option<Ec2Instance>, request: &CreateRequest) -> Verdict {
     let Some(ec2) = holder else {
         return Verdict::Spent;
     };
-    if Phase::of(ec2.state().and_then(|s| s.name())).is_going() {
+    if Phase::of_instance(&ec2).is_going() {
         return Verdict::Spent;
     }
     let tags = ec2.tags();

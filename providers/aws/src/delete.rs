@@ -37,7 +37,7 @@ pub async fn delete(inner: Arc<Inner>, id: &ProviderId) -> Result<(), AwsError> 
     let Some(ec2) = inner.describe(client, &reference).await? else {
         return Ok(());
     };
-    let phase = Phase::of(ec2.state().and_then(|s| s.name()));
+    let phase = Phase::of_instance(&ec2);
     if !phase.is_going() {
         terminate(client, &reference).await?;
     }
@@ -134,7 +134,7 @@ async fn teardown(inner: &Inner, reference: &InstanceRef, name: &str, vpc_id: Op
         let phase = inner
             .describe(client, reference)
             .await?
-            .map(|ec2| Phase::of(ec2.state().and_then(|s| s.name())));
+            .map(|ec2| Phase::of_instance(&ec2));
         if matches!(phase, None | Some(Phase::Terminated)) {
             break;
         }

@@ -78,6 +78,11 @@ impl Phase {
         }
     }
 
+    /// The phase of an instance as DescribeInstances or RunInstances answered it.
+    pub fn of_instance(ec2: &Ec2Instance) -> Self {
+        Self::of(ec2.state().and_then(|s| s.name()))
+    }
+
     /// Teardown has begun: the instance will never serve again.
     pub fn is_going(&self) -> bool {
         matches!(self, Phase::ShuttingDown | Phase::Terminated)
@@ -113,7 +118,7 @@ pub fn to_instance(region: &str, ec2: &Ec2Instance) -> Result<Instance, AwsError
         instance_id: instance_id.to_owned(),
     };
     let ipv4 = ec2.public_ip_address().and_then(|ip| ip.parse::<Ipv4Addr>().ok());
-    let phase = Phase::of(ec2.state().and_then(|s| s.name()));
+    let phase = Phase::of_instance(ec2);
     let tags = ec2.tags();
     Ok(Instance {
         provider_id: reference.provider_id(),

@@ -9,9 +9,9 @@ use std::{
 
 use aws_sdk_ec2::{Client, types::Instance as Ec2Instance};
 use provider_sdk::{
-    CONTRACT_MINOR_VERSION, InstanceStream, Provider, ProviderError, cloud_init, error::FieldViolation, model::*,
+    CONTRACT_MINOR_VERSION, InstanceStream, Provider, ProviderError, cloud_init, detached::run_detached,
+    error::FieldViolation, model::*,
 };
-use tracing::Instrument;
 
 use crate::{
     clients,
@@ -95,17 +95,6 @@ impl AwsProvider {
     }
 }
 
-/// Runs `work` as a task of its own, so that a caller whose deadline passes (the handler future is
-/// dropped) does not cut a Create off between two EC2 calls: the task finishes and a retry finds its result.
-async fn detached<T: Send + 'static>(
-    work: impl Future<Output = Result<T, AwsError>> + Send + 'static,
-) -> Result<T, ProviderError> {
-    match tokio::spawn(work.in_current_span()).await {
-        Ok(result) => result.map_err(classify),
-        Err(error) => std::panic::resume_unwind(error.into_panic()),
-    }
-}
-
 impl Provider for AwsProvider {
     fn info(&self) -> ProviderInfo {
         ProviderInfo {
@@ -124,7 +113,10 @@ impl Provider for AwsProvider {
         // Placement and the document are settled here, before anything is spawned or any EC2 call is made.
         let target = crate::placement::resolve(&self.inner.config, &request.placement).map_err(classify)?;
         let request = with_default_cloud_init(request).map_err(classify)?;
-        detached(crate::create::create(self.inner.clone(), target, request)).await
+        // Detached: a caller whose deadline passes must not cut a Create off between two EC2 calls.
+        run_detached(crate::create::create(self.inner.clone(), target, request))
+            .await
+            .map_err(classify)
     }
 
     async fn get(&self, id: &ProviderId) -> Result<Instance, ProviderError> {

@@ -32,7 +32,7 @@ pub async fn get(inner: &Inner, id: &ProviderId) -> Result<Instance, AwsError> {
     let ec2 = inner.describe(client, &reference).await?.ok_or_else(not_found)?;
     // EC2 shows a terminated instance for about an hour; it holds nothing any more, so it is gone. Its
     // security group, if the teardown has not removed it yet, keeps it in ListByTag instead.
-    if Phase::of(ec2.state().and_then(|s| s.name())) == Phase::Terminated {
+    if Phase::of_instance(&ec2) == Phase::Terminated {
         return Err(not_found());
     }
     to_instance(&reference.region, &ec2)
@@ -110,7 +110,7 @@ fn list_region(
                     continue;
                 }
             };
-            let gone = Phase::of(ec2.state().and_then(|s| s.name())) == Phase::Terminated
+            let gone = Phase::of_instance(&ec2) == Phase::Terminated
                 && !groups.contains(&security_group::group_name(&instance.name));
             if !gone {
                 instances.push(Ok(instance));

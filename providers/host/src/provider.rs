@@ -13,8 +13,8 @@ use std::{
     },
 };
 
+use provider_sdk::detached::run_detached;
 use provider_sdk::{CONTRACT_MINOR_VERSION, InstanceStream, Provider, ProviderError, model::*};
-use tracing::Instrument;
 
 use crate::{
     config::Settings,
@@ -153,10 +153,7 @@ where
 {
     let caller = Caller::default();
     let _gone_on_drop = GoneOnDrop(caller.0.clone());
-    match tokio::spawn(work(caller).in_current_span()).await {
-        Ok(result) => result.map_err(classify),
-        Err(error) => std::panic::resume_unwind(error.into_panic()),
-    }
+    run_detached(work(caller)).await.map_err(classify)
 }
 
 impl Provider for HostProvider {

@@ -46,6 +46,6 @@ pub use kubeconfig::CONTEXT;
 pub use moto::Moto;
 pub use namespace::{TEST_NAMESPACE_LABEL, TestNamespace};
 pub use pki::ADMIN_USER;
-pub use process::{ChildProcess, binary_beside, free_port, is_alive, poll_until, send_signal};
+pub use process::{ChildProcess, binary_beside, free_port, is_alive, poll_until, send_signal, signal_pid_files};
 pub use supervisor::is_running;
 pub use traffic::{Answer, ProxiedGet, start_echo_server};

@@ -70,6 +70,24 @@ pub fn send_signal(pid: u32, signal: &str) {
     let _ = Command::new("kill").args(["-s", signal, &pid.to_string()]).status();
 }
 
+/// Sends `signal` to every process whose pid is written in `<dir>/*/<pid_file>`, as the host provider
+/// leaves one `tinyproxy.pid` per instance directory; returns the pids signalled. Its proxies outlive the
+/// daemon by design (it re-adopts them), so whatever kills a daemon for good stops them this way.
+pub fn signal_pid_files(dir: &Path, pid_file: &str, signal: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let pids: Vec<u32> = entries
+        .flatten()
+        .filter_map(|entry| std::fs::read_to_string(entry.path().join(pid_file)).ok())
+        .filter_map(|pid| pid.trim().parse().ok())
+        .collect();
+    for pid in &pids {
+        send_signal(*pid, signal);
+    }
+    pids
+}
+
 /// True while `pid` names a process that has not exited (a zombie counts as exited).
 pub fn is_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
@@ -129,6 +147,19 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!is_alive(child.id()));
+    }
+
+    #[test]
+    fn the_processes_named_by_pid_files_are_signalled() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        std::fs::create_dir(dir.path().join("instance")).unwrap();
+        std::fs::write(dir.path().join("instance/app.pid"), format!("{}\n", child.id())).unwrap();
+        std::fs::create_dir(dir.path().join("without-pid")).unwrap();
+        assert_eq!(signal_pid_files(dir.path(), "app.pid", "KILL"), [child.id()]);
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.wait().unwrap().signal(), Some(9));
+        assert!(signal_pid_files(&dir.path().join("missing"), "app.pid", "KILL").is_empty());
     }
 
     #[test]

@@ -28,17 +28,28 @@ const STOP_GRACE: Duration = Duration::from_secs(25);
 const OPERATOR_LOG: &str = "operator.log";
 const PROVIDER_LOG: &str = "host-provider.log";
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Daemons {
+    /// The work directory: configs, the provider's socket and state, both logs.
+    work: PathBuf,
     provider: Option<ChildProcess>,
     operator: Option<ChildProcess>,
     metrics_port: Option<u16>,
-    work: Option<PathBuf>,
 }
 
 impl Daemons {
-    pub fn start_host_provider(&mut self, binaries: &Binaries, repo: &Path, work: &Path) -> Result<()> {
-        self.work = Some(work.to_path_buf());
+    /// Nothing running yet; everything goes into `work`.
+    pub fn new(work: &Path) -> Self {
+        Self {
+            work: work.to_path_buf(),
+            provider: None,
+            operator: None,
+            metrics_port: None,
+        }
+    }
+
+    pub fn start_host_provider(&mut self, binaries: &Binaries, repo: &Path) -> Result<()> {
+        let work = self.work.clone();
         let socket = work.join("host.sock");
         // The sample config as is, with the state directory moved into the work directory so that each
         // demo starts from nothing and never meets the records of a host provider run by hand.
@@ -72,7 +83,8 @@ impl Daemons {
         Ok(())
     }
 
-    pub fn start_operator(&mut self, binaries: &Binaries, work: &Path, cluster: &Cluster) -> Result<()> {
+    pub fn start_operator(&mut self, binaries: &Binaries, cluster: &Cluster) -> Result<()> {
+        let work = self.work.clone();
         let config = work.join("operator.yaml");
         std::fs::write(
             &config,
@@ -119,12 +131,12 @@ impl Daemons {
         self.metrics_port.map(|port| format!("http://127.0.0.1:{port}/metrics"))
     }
 
-    pub fn operator_log(&self, work: &Path) -> PathBuf {
-        work.join(OPERATOR_LOG)
+    pub fn operator_log(&self) -> PathBuf {
+        self.work.join(OPERATOR_LOG)
     }
 
-    pub fn provider_log(&self, work: &Path) -> PathBuf {
-        work.join(PROVIDER_LOG)
+    pub fn provider_log(&self) -> PathBuf {
+        self.work.join(PROVIDER_LOG)
     }
 
     /// SIGTERM to the operator, then to the provider (which leaves no tinyproxy once the Proxy is gone).
@@ -140,8 +152,7 @@ impl Daemons {
 
     /// The last lines of both logs, after a failure.
     pub fn print_log_tails(&self) {
-        let Some(work) = &self.work else { return };
-        for log in [work.join(PROVIDER_LOG), work.join(OPERATOR_LOG)] {
+        for log in [self.provider_log(), self.operator_log()] {
             let Ok(text) = std::fs::read_to_string(&log) else {
                 continue;
             };

@@ -41,15 +41,8 @@ fn cache_dir() -> PathBuf {
 }
 
 fn stop_leftover_proxies(state_dir: &Path) {
-    let Ok(instances) = std::fs::read_dir(state_dir) else {
-        return;
-    };
-    for instance in instances.flatten() {
-        let pid = std::fs::read_to_string(instance.path().join("tinyproxy.pid"));
-        if let Some(pid) = pid.ok().and_then(|pid| pid.trim().parse::<u32>().ok()) {
-            println!("   stopping tinyproxy {pid}, left by an earlier demo");
-            egress_test_support::send_signal(pid, "TERM");
-        }
+    for pid in egress_test_support::signal_pid_files(state_dir, "tinyproxy.pid", "TERM") {
+        println!("   stopped tinyproxy {pid}, left by an earlier demo");
     }
 }
 

@@ -16,8 +16,6 @@ use super::{NAMESPACE, PROXY, cluster::Cluster};
 pub struct Seen {
     pub endpoint: SocketAddr,
     pub source: IpAddr,
-    pub status: u16,
-    pub anonymous_status: u16,
 }
 
 pub async fn prove(cluster: &Cluster, echo_port: u16) -> Result<Seen> {
@@ -58,7 +56,7 @@ pub async fn prove(cluster: &Cluster, echo_port: u16) -> Result<Seen> {
         describe(answer.status),
         answer.body
     );
-    let Some(status @ 200) = answer.status else {
+    let Some(200) = answer.status else {
         bail!("the request with credentials failed: {answer:?}");
     };
     let source: IpAddr = answer.body.trim().parse().context("the echo server's answer")?;
@@ -66,12 +64,7 @@ pub async fn prove(cluster: &Cluster, echo_port: u16) -> Result<Seen> {
         source == ip,
         "the request left from {source}, not from the instance's address {ip}"
     );
-    Ok(Seen {
-        endpoint,
-        source,
-        status,
-        anonymous_status: 407,
-    })
+    Ok(Seen { endpoint, source })
 }
 
 fn secret_key(cluster: &Cluster, secret: &str, key: &str) -> Result<String> {

@@ -153,19 +153,11 @@ impl Drop for Daemon {
 
 /// Kills every tinyproxy whose pid file is under `state_dir`.
 pub fn kill_proxies(state_dir: &Path) {
-    let Ok(entries) = std::fs::read_dir(state_dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let pid = std::fs::read_to_string(entry.path().join("tinyproxy.pid")).ok();
-        if let Some(pid) = pid.and_then(|p| p.trim().parse::<u32>().ok()) {
-            signal(pid, "KILL");
-        }
-    }
+    egress_test_support::signal_pid_files(state_dir, "tinyproxy.pid", "KILL");
 }
 
 pub fn signal(pid: u32, signal: &str) {
-    let _ = Command::new("kill").args(["-s", signal, &pid.to_string()]).status();
+    egress_test_support::send_signal(pid, signal);
 }
 
 pub fn wait_until(budget: Duration, ready: impl Fn() -> bool) {
